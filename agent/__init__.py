@@ -1,0 +1,1 @@
+"""Banking voice agent server."""

@@ -1,0 +1,1 @@
+"""Streaming speech recognition: one interface (base.py), several backends."""

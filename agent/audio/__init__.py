@@ -1,0 +1,1 @@
+"""Audio front end: voice activity detection and endpointing."""

@@ -1,0 +1,1 @@
+"""Programs that call the server."""
