@@ -79,6 +79,13 @@ class Endpointer:
             return [self._stop(window_end, forced=True)]
         return []
 
+    def flush(self, end_sample: int) -> list[EndpointEvent]:
+        """The audio ended (the caller hung up or said session.end): close any utterance."""
+        if self._start is None:
+            self._candidate_start, self._speech_samples = None, 0
+            return []
+        return [self._stop(self._silence_start if self._silence_start is not None else end_sample)]
+
     def _feed_idle(
         self, probability: float, window_start: int, window_len: int
     ) -> list[EndpointEvent]:

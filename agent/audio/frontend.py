@@ -67,6 +67,10 @@ class FrontEnd:
         self._trim()
         return events
 
+    def flush(self) -> list[FrontEndEvent]:
+        """End of the audio: close an open utterance at the last sample received."""
+        return list(self.endpointer.flush(self.samples_received))
+
     def _slice(self, begin: int, end: int) -> np.ndarray:
         return self._history[begin - self._history_start : end - self._history_start]
 
