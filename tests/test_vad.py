@@ -1,5 +1,6 @@
 """Silero VAD through the front end on real recordings."""
 
+import itertools
 import subprocess
 import sys
 import wave
@@ -53,7 +54,7 @@ def test_fixture_utterance_is_one_turn_with_its_audio(vad: SileroVAD) -> None:
     audio = [e for e in events if isinstance(e, SpeechAudio)]
     assert audio[0].start_sample == starts[0].start_sample
     # Contiguous: every window of the turn reaches the recogniser exactly once.
-    for before, after in zip(audio, audio[1:], strict=False):
+    for before, after in itertools.pairwise(audio):
         assert after.start_sample == before.start_sample + len(before.pcm16) // 2
 
 
