@@ -74,7 +74,9 @@ class ASRConfig:
     riva_use_ssl: bool = _opt(False, "riva: use TLS to reach the Riva server")
     riva_language: str = _opt("en-US", "riva: language code")
     riva_boost_score: float = _opt(20.0, "riva: word-boost score for the caller's payee names")
-    riva_timeout_s: float = _opt(30.0, "riva: deadline for one streaming request")
+    riva_timeout_s: float = _opt(
+        60.0, "riva: deadline for one utterance's stream; keep it above vad.max_utterance_s"
+    )
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,1 @@
+"""Dialogue: what the agent says back."""

@@ -1,0 +1,393 @@
+"""One call, top to bottom.
+
+    transport frames --(bounded queue)--> decode + VAD + endpointer   [worker thread]
+        speech start  -> open an ASR utterance stream, replay the onset
+        speech audio  -> ASR
+        speech stop   -> end the utterance (the final transcript follows)
+    ASR partials      -> client; understanding of the partial runs ahead  [worker thread]
+                         and picks the silence that ends this turn (adaptive end of turn)
+    ASR final         -> understanding (usually ready already) -> reply -> client
+    every turn        -> turn.metrics event + a log line + Prometheus histograms
+
+Transports (agent/server.py) only translate: they call :meth:`Call.feed_audio`,
+:meth:`Call.input_text`, :meth:`Call.cancel_response` and :meth:`Call.close`, and send
+what the call puts in its :class:`Outbox`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from agent import metrics
+from agent.asr.base import ASRError, CallContext, CallRecognizer, UtteranceStream
+from agent.audio.endpointer import SpeechStarted, SpeechStopped
+from agent.audio.frontend import FrontEnd, SpeechAudio
+from agent.bank.directory import CustomerProfile
+from agent.dialogue.replies import reply_phrases
+from agent.log import get_logger
+from agent.services import Services
+from agent.timing import CallClock, TurnTimings
+from agent.understanding import Payee, Understanding
+from protocol import events
+from protocol.codecs import AudioDecoder
+from protocol.events import ErrorCode, ProtocolError
+
+log = get_logger("agent.pipeline")
+
+_call_ids = itertools.count(1)
+
+
+class SlowConsumer(Exception):
+    """The client stopped reading: its outbox is full."""
+
+
+class Outbox:
+    """Events for one client, bounded: a client that stops reading cannot grow memory."""
+
+    def __init__(self, maxsize: int) -> None:
+        self._queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(maxsize)
+        self.overflowed = asyncio.Event()
+
+    def put(self, event: dict[str, Any]) -> None:
+        if event["type"] == "error":
+            metrics.ERRORS.labels(event["code"]).inc()
+        try:
+            self._queue.put_nowait(event)
+        except asyncio.QueueFull:
+            self.overflowed.set()
+            raise SlowConsumer from None
+
+    def close(self) -> None:
+        with contextlib.suppress(asyncio.QueueFull):
+            self._queue.put_nowait(None)
+
+    async def get(self) -> dict[str, Any] | None:
+        return await self._queue.get()
+
+
+@dataclass(eq=False)  # identity: turns live in a set
+class Turn:
+    number: int
+    timings: TurnTimings
+    source: str  # "audio" or "text"
+    utterance: UtteranceStream | None = None
+    # Understanding computed on partials, by transcript text, so the final is often free.
+    ahead: dict[str, asyncio.Future[Understanding]] = field(default_factory=dict)
+    task: asyncio.Task[None] | None = None
+    response_task: asyncio.Task[None] | None = None
+
+
+class Call:
+    def __init__(
+        self,
+        services: Services,
+        session: events.SessionStart,
+        profile: CustomerProfile | None,
+        outbox: Outbox,
+    ) -> None:
+        self.id = f"call-{next(_call_ids)}"
+        self.services = services
+        self.session = session
+        self.profile = profile
+        self.outbox = outbox
+        self.clock = CallClock()
+        self.log = log.bind(call_id=self.id, customer_id=session.customer_id)
+        self._payees = services.understander.payee_index(
+            [Payee(p.id, p.name, p.kind) for p in (profile.payees if profile else ())]
+        )
+        self._decoder = AudioDecoder(session.codec, session.sample_rate)
+        self._frontend = FrontEnd(services.vad, services.endpointer_config)
+        self._audio: asyncio.Queue[tuple[bytes, float]] = asyncio.Queue(
+            services.config.server.audio_queue_frames
+        )
+        self._samples_in = 0
+        self._recognizer: CallRecognizer | None = None
+        self._turn_numbers = itertools.count(1)
+        self._open: Turn | None = None  # the turn whose audio is still arriving
+        self._turns: set[Turn] = set()
+        self._worker: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # --- called by the transport ------------------------------------------------------
+
+    async def start(self) -> None:
+        names = tuple(p.name for p in self.profile.payees) if self.profile else ()
+        context = CallContext(call_id=self.id, phrases=names)
+        self._recognizer = await self.services.recognizer.start_call(context)
+        self._worker = asyncio.create_task(self._audio_worker(), name=f"{self.id}-audio")
+        self.log.info("call_started", codec=self.session.codec, rate=self.session.sample_rate)
+
+    async def feed_audio(self, frame: bytes) -> None:
+        """Queue one binary frame; waits (back-pressure on the socket) when the queue is full."""
+        limit = self.services.config.server.max_audio_frame_bytes
+        if len(frame) > limit:
+            raise ProtocolError(
+                ErrorCode.FRAME_TOO_LARGE,
+                f"audio frame of {len(frame)} bytes is over the {limit}-byte limit; "
+                "send 20-100 ms per frame",
+            )
+        if self.session.codec == "pcm16" and len(frame) % 2:
+            raise ProtocolError(
+                ErrorCode.INVALID_AUDIO_FRAME,
+                f"PCM16 frames hold whole 2-byte samples; got {len(frame)} bytes",
+            )
+        if frame:
+            await self._audio.put((frame, self.clock.now()))
+
+    async def finish(self) -> None:
+        """session.end: process the audio already sent, close the open utterance and let
+        the turns in flight complete, so nothing the caller said is lost."""
+        await self._audio.join()
+        for decision in self._frontend.flush():
+            await self._speech_stopped(decision)
+        pending = [t.task for t in self._turns if t.task]
+        if pending:
+            await asyncio.wait(pending)
+
+    def input_text(self, text: str) -> None:
+        """A typed turn: skips VAD and ASR, timed from the moment the text arrived."""
+        turn = self._new_turn("text")
+        turn.timings.mark("speech_end")
+        turn.task = asyncio.create_task(self._text_turn(turn, text), name=f"{self.id}-text")
+
+    def cancel_response(self) -> None:
+        for turn in self._turns:
+            if turn.response_task and not turn.response_task.done():
+                turn.response_task.cancel()
+
+    async def close(self, reason: str) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        tasks = [t for t in (self._worker, *(turn.task for turn in self._turns)) if t]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for turn in list(self._turns):
+            if turn.utterance:
+                await turn.utterance.aclose()
+        if self._recognizer:
+            await self._recognizer.aclose()
+        self.log.info("call_ended", reason=reason)
+
+    # --- audio ------------------------------------------------------------------------
+
+    async def _audio_worker(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            frame, arrived = await self._audio.get()
+            try:
+                decisions = await loop.run_in_executor(
+                    self.services.cpu_pool, self._decode_and_detect, frame
+                )
+                self.clock.audio_arrived(self._samples_in, arrived)
+                for decision in decisions:
+                    if isinstance(decision, SpeechStarted):
+                        self._speech_started(decision)
+                    elif isinstance(decision, SpeechAudio) and self._open:
+                        await self._send_to_asr(self._open, decision)
+                    elif isinstance(decision, SpeechStopped):
+                        await self._speech_stopped(decision)
+            except SlowConsumer:
+                pass  # the transport closes the socket
+            except Exception:
+                self.log.exception("internal_error", where="audio")
+                with contextlib.suppress(SlowConsumer):
+                    self._emit(
+                        events.error_event(ErrorCode.INTERNAL_ERROR, "audio processing failed")
+                    )
+            finally:
+                self._audio.task_done()
+
+    def _decode_and_detect(self, frame: bytes) -> list[Any]:
+        samples = self._decoder.decode(frame)
+        self._samples_in += len(samples)
+        return self._frontend.process(samples)
+
+    def _speech_started(self, event: SpeechStarted) -> None:
+        assert self._recognizer is not None
+        turn = self._new_turn("audio")
+        turn.timings.mark("speech_start", self.clock.time_of_sample(event.start_sample))
+        turn.utterance = self._recognizer.utterance()
+        self._open = turn
+        self._emit(events.speech_started_event(turn.number, event.start_sample))
+        turn.task = asyncio.create_task(self._audio_turn(turn), name=f"{self.id}-turn")
+
+    async def _send_to_asr(self, turn: Turn, audio: SpeechAudio) -> None:
+        assert turn.utterance is not None
+        try:
+            await turn.utterance.send(audio.pcm16, audio.start_sample)
+        except ASRError:
+            pass  # the turn's task reports it when it reads the stream
+
+    async def _speech_stopped(self, event: SpeechStopped) -> None:
+        turn, self._open = self._open, None
+        if turn is None or turn.utterance is None:
+            return
+        turn.timings.mark("speech_end", self.clock.time_of_sample(max(event.end_sample - 1, 0)))
+        self._emit(events.speech_stopped_event(turn.number, event.end_sample))
+        with contextlib.suppress(ASRError):
+            await turn.utterance.end()
+
+    # --- turns ------------------------------------------------------------------------
+
+    def _new_turn(self, source: str) -> Turn:
+        turn = Turn(next(self._turn_numbers), TurnTimings(self.clock), source)
+        self._turns.add(turn)
+        return turn
+
+    async def _audio_turn(self, turn: Turn) -> None:
+        assert turn.utterance is not None
+        final_text = ""
+        try:
+            async for hypothesis in turn.utterance:
+                if hypothesis.is_final:
+                    turn.timings.mark("asr_final")
+                    final_text = hypothesis.text
+                    self._emit(
+                        events.transcript_event(
+                            turn.number, final_text, final=True, source=hypothesis.source
+                        )
+                    )
+                    break
+                turn.timings.mark("asr_first_partial")
+                self._emit(
+                    events.transcript_event(
+                        turn.number, hypothesis.text, final=False, source=hypothesis.source
+                    )
+                )
+                self._understand_ahead(turn, hypothesis.text)
+            if final_text.strip():
+                await self._understand_and_reply(turn, final_text)
+            self._finish_turn(turn)
+        except ASRError as exc:
+            self.log.warning("asr_failed", turn=turn.number, error=str(exc))
+            self._emit(
+                events.error_event(ErrorCode.ASR_UNAVAILABLE, f"speech recognition failed: {exc}")
+            )
+        except SlowConsumer:
+            pass  # the transport closes the socket
+        except Exception:
+            self._internal_error("audio turn", turn)
+        finally:
+            for future in turn.ahead.values():
+                future.cancel()
+            await turn.utterance.aclose()
+            self._turns.discard(turn)
+
+    async def _text_turn(self, turn: Turn, text: str) -> None:
+        try:
+            self._emit(events.transcript_event(turn.number, text, final=True, source="text"))
+            turn.timings.mark("asr_final")
+            await self._understand_and_reply(turn, text)
+            self._finish_turn(turn)
+        except SlowConsumer:
+            pass
+        except Exception:
+            self._internal_error("text turn", turn)
+        finally:
+            self._turns.discard(turn)
+
+    def _understand_ahead(self, turn: Turn, text: str) -> None:
+        """Understand a partial in a worker thread while the caller is still speaking;
+        the final transcript usually equals the last partial, so its understanding is
+        then ready at once. Older partials are stale: their work is cancelled."""
+        if text in turn.ahead or not text.strip():
+            return
+        for stale in turn.ahead.values():
+            stale.cancel()  # a no-op once running; its result is then simply unused
+        adapt = turn is self._open and self.services.config.vad.adaptive
+        job = functools.partial(self._understand_partial, text, adapt)
+        both = asyncio.get_running_loop().run_in_executor(self.services.cpu_pool, job)
+        future: asyncio.Future[Understanding] = asyncio.get_running_loop().create_future()
+        both.add_done_callback(functools.partial(self._partial_understood, turn, future))
+        turn.ahead[text] = future
+
+    def _understand_partial(self, text: str, adapt: bool) -> tuple[Understanding, str]:
+        understanding = self._understand(text)
+        completeness = (
+            self.services.understander.turn_completeness(text, payees=self._payees)
+            if adapt
+            else "unknown"
+        )
+        return understanding, completeness
+
+    def _partial_understood(
+        self, turn: Turn, future: asyncio.Future[Understanding], both: asyncio.Future[Any]
+    ) -> None:
+        if future.cancelled():
+            return
+        if both.cancelled() or both.exception():
+            future.cancel()
+            return
+        understanding, completeness = both.result()
+        future.set_result(understanding)
+        if turn is self._open and self.services.config.vad.adaptive:
+            # Adaptive end of turn: a complete command may end after a short silence,
+            # a clearly unfinished one waits longer, anything else the default.
+            vad = self.services.config.vad
+            silence = {"complete": vad.short_silence_ms, "incomplete": vad.long_silence_ms}
+            self._frontend.endpointer.silence_ms = silence.get(completeness, vad.silence_ms)
+
+    def _understand(self, text: str) -> Understanding:
+        return self.services.understander.understand(
+            text,
+            payees=self._payees,
+            now=datetime.now(),
+            default_currency=self.profile.currency if self.profile else None,
+        )
+
+    async def _understand_and_reply(self, turn: Turn, text: str) -> None:
+        future = turn.ahead.get(text)
+        if future is None or future.cancelled():
+            loop = asyncio.get_running_loop()
+            future = loop.run_in_executor(self.services.cpu_pool, self._understand, text)
+        understanding = await future
+        turn.timings.mark("understanding_ready")
+        self._emit(events.understanding_event(turn.number, understanding.to_dict()))
+        # A task of its own so that response.cancel stops the reply but not the turn;
+        # asyncio.wait does not raise when the reply is cancelled.
+        turn.response_task = asyncio.create_task(self._reply(turn, understanding))
+        try:
+            await asyncio.wait({turn.response_task})
+        finally:
+            turn.response_task.cancel()
+
+    async def _reply(self, turn: Turn, understanding: Understanding) -> None:
+        spoken: list[str] = []
+        try:
+            for phrase in reply_phrases(understanding, self.profile):
+                turn.timings.mark("response_first_delta")
+                self._emit(events.response_delta_event(turn.number, phrase))
+                spoken.append(phrase)
+                await asyncio.sleep(0)  # let other calls' events out between phrases
+        except asyncio.CancelledError:
+            with contextlib.suppress(SlowConsumer):
+                self._emit(
+                    events.response_done_event(turn.number, "".join(spoken), status="cancelled")
+                )
+            raise
+        turn.timings.mark("response_done")
+        self._emit(events.response_done_event(turn.number, "".join(spoken)))
+
+    def _finish_turn(self, turn: Turn) -> None:
+        latencies = turn.timings.latencies_ms()
+        self._emit(events.turn_metrics_event(turn.number, turn.timings.stages_ms(), latencies))
+        for name, ms in latencies.items():
+            metrics.STAGE_LATENCY.labels(name.removeprefix("speech_end_to_")).observe(ms / 1000)
+        metrics.TURNS.labels(turn.source).inc()
+        self.log.info("turn", turn=turn.number, input=turn.source, **latencies)
+
+    def _internal_error(self, where: str, turn: Turn) -> None:
+        self.log.exception("internal_error", where=where, turn=turn.number)
+        with contextlib.suppress(SlowConsumer):
+            self._emit(events.error_event(ErrorCode.INTERNAL_ERROR, f"turn {turn.number} failed"))
+
+    def _emit(self, event: dict[str, Any]) -> None:
+        self.outbox.put(event)
