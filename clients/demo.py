@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = result.summary()
     print("caller-side latency (from the moment the last speech sample was sent):")
     for key, value in summary.items():
-        if key.endswith("_ms"):
+        if key.endswith("_ms") and isinstance(value, float):
             print(f"    {key.removeprefix('speech_end_to_').removesuffix('_ms'):<22}{value:8.1f}")
     ok = result.closed_cleanly and "errors" not in summary and summary["transcript"]
     print("call completed" if ok else "call FAILED", flush=True)
