@@ -7,6 +7,8 @@ asserts on the events it gets back (transcripts by WER bound, not exact strings)
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 
 import httpx
 import numpy as np
@@ -15,7 +17,7 @@ import pytest
 from agent.asr.wer import corpus_wer
 from agent.asr.wer import word_error_rate as wer
 from clients.call import run_call
-from clients.local_server import LocalServer
+from clients.local_server import PROJECT_ROOT, LocalServer
 from protocol.codecs import resample
 from tests.conftest import SPEECH, load_wav, speech_fixtures
 
@@ -123,3 +125,18 @@ def test_silence_only_call_has_no_turns(server: LocalServer) -> None:
     silence = np.zeros(16_000 * 2, dtype=np.int16)
     result = asyncio.run(run_call(server.url, audio=silence, fast=True))
     assert result.closed_cleanly and "input_audio_buffer.speech_started" not in types(result)
+
+
+def test_the_readme_demo_puts_a_call_through() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "clients.demo"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "server listening at ws://127.0.0.1:" in done.stdout
+    assert "final        : " in done.stdout
+    assert "intent=transfer_money" in done.stdout
+    assert "asr_final" in done.stdout and "call completed" in done.stdout
