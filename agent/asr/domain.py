@@ -70,7 +70,10 @@ _BILLERS = (
     "electricity", "water", "gas", "phone", "mobile phone", "internet", "credit card",
     "cable", "rent", "insurance", "utility",
 )  # fmt: skip
-_BRANCHES = ("shinjuku", "ginza", "tokyo", "osaka", "main", "downtown", "airport", "city")
+_BRANCHES = (
+    "shibuya", "shinjuku", "ginza", "ikebukuro", "ueno", "shinagawa", "roppongi", "tokyo",
+    "osaka", "yokohama", "main", "downtown", "airport", "city",
+)  # fmt: skip
 # Generic payees so "to <name>" has context before the caller's own names are added.
 _BASE_PAYEES = (
     "mary johnson", "david lee", "michael brown", "sarah wilson", "james taylor",

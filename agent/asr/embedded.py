@@ -256,6 +256,10 @@ class WhisperDecoder:
         self._model: Any = None
         self._lock = threading.Lock()
 
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
     def load(self) -> None:
         with self._lock:
             if self._model is not None:
@@ -385,6 +389,10 @@ class EmbeddedRecognizer:
         def build() -> SphinxSession:
             return SphinxSession(self.models.get(context.phrases), fwdflat=self.sphinx_fwdflat)
 
+        if self.confirm_with_whisper != "never" and not self.whisper.loaded:
+            # warm_up() was not called: load Whisper now, in the background, so the
+            # first off-domain utterance does not also pay the ~1 s load.
+            self.whisper_pool.submit(self.whisper.load)
         try:
             session = await loop.run_in_executor(self.sphinx_pool, build)
         except Exception as exc:  # a broken model install is an ASR outage

@@ -1,0 +1,1 @@
+"""Load-test bots and latency benchmarks."""
