@@ -472,3 +472,35 @@ async def test_empty_utterance_gives_an_empty_final_without_an_rpc(riva: Riva) -
     await asr.aclose()
     assert [(h.text, h.is_final) for h in hyps] == [("", True)]
     assert fake.streams == []
+
+
+# -- the whole server on the Riva backend --------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+async def test_the_server_configured_for_riva_carries_a_call(riva: Riva) -> None:
+    """`--asr.backend riva`: the real server streams a call's speech to (stand-in) Riva,
+    boosts the caller's payee names, and understands Riva's transcript."""
+    from clients.call import run_call
+    from clients.local_server import LocalServer
+    from tests.conftest import SPEECH, load_wav
+
+    fake, uri = riva
+    server = LocalServer("--asr.backend", "riva", "--asr.riva_uri", uri)
+    await asyncio.to_thread(server.start)
+    try:
+        result = await run_call(server.url, audio=load_wav(SPEECH / "transfer_01.wav"), fast=True)
+    finally:
+        await asyncio.to_thread(server.stop)
+    final = result.first("input_audio_transcription.completed")
+    assert final is not None, result.events
+    assert final[0]["text"] == TEXT and final[0]["source"] == "riva"
+    understanding = result.first("understanding")[0]
+    assert understanding["intent"] == "transfer_money"
+    assert understanding["entities"]["amount"] == {"minor": 5000, "currency": "JPY"}
+    config = fake.streams[0].config
+    assert config is not None and config.interim_results
+    boosted = {p for context in config.config.speech_contexts for p in context.phrases}
+    assert {"Ken Sato", "Ken Saito", "Maria Garcia"} <= boosted
+    assert fake.streams[0].audio_bytes > 16_000  # the utterance's audio, not a stub
