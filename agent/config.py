@@ -80,6 +80,15 @@ class ASRConfig:
 
 
 @dataclass(frozen=True)
+class PipelineConfig:
+    overlap: bool = _opt(
+        True,
+        "understand ASR partials while the caller speaks; false is the sequential baseline "
+        "(understanding only after the final transcript, so no adaptive end of turn)",
+    )
+
+
+@dataclass(frozen=True)
 class LogConfig:
     level: str = _opt("info", "log level: debug, info, warning, error")
 
@@ -89,6 +98,7 @@ class Config:
     server: ServerConfig = field(default_factory=ServerConfig)
     vad: VADConfig = field(default_factory=VADConfig)
     asr: ASRConfig = field(default_factory=ASRConfig)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
 

@@ -262,7 +262,8 @@ class Call:
                         turn.number, hypothesis.text, final=False, source=hypothesis.source
                     )
                 )
-                self._understand_ahead(turn, hypothesis.text)
+                if self.services.config.pipeline.overlap:
+                    self._understand_ahead(turn, hypothesis.text)
             if final_text.strip():
                 await self._understand_and_reply(turn, final_text)
             self._finish_turn(turn)
