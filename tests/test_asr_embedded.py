@@ -234,12 +234,19 @@ async def test_decoding_does_not_block_the_event_loop(recognizer: EmbeddedRecogn
             lags.append(time.perf_counter() - t - 0.01)
 
     tick = asyncio.create_task(ticker())
+    call = await recognizer.start_call(CallContext("loop-lag", PAYEES))
+    utt = call.utterance()
     try:
-        results = await _transcribe_all(recognizer, REAL[:1], SPEECH / "real")
+        hyps = await stream(utt, _pcm(SPEECH / "real" / REAL[0]["audio"]), 0)
     finally:
         tick.cancel()
-    assert results[0][1][-1].source == "whisper"
-    assert max(lags) < 0.25, max(lags)
+        await call.aclose()
+    assert hyps[-1].source == "whisper"
+    assert utt.final_time is not None and utt.end_time is not None
+    whisper_s = utt.final_time - utt.end_time
+    # Had the decode run on the loop, one tick would have waited all of it. Allow for
+    # a busy 2-core machine where the OS, not the GIL, delays the loop thread.
+    assert max(lags) < max(0.5 * whisper_s, 0.1), (max(lags), whisper_s)
 
 
 async def test_odd_byte_count_is_rejected(fast_recognizer: EmbeddedRecognizer) -> None:
