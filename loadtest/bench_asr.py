@@ -140,7 +140,7 @@ async def bench_whisper(items: list[Item], threads: int, beam_size: int):
         run = runs.setdefault(item.set_name, Run("whisper", item.set_name))
         pcm = np.frombuffer(item.pcm, dtype=np.int16)
         cpu0, t0 = time.process_time(), time.perf_counter()
-        text = await asyncio.to_thread(whisper.transcribe, pcm, None)
+        text, _confidence = await asyncio.to_thread(whisper.transcribe, pcm, None)
         run.latencies.append(time.perf_counter() - t0)
         run.cpu_s += time.process_time() - cpu0
         run.audio_s += item.seconds

@@ -147,6 +147,7 @@ async def test_real_off_domain_recordings_go_to_whisper(recognizer: EmbeddedReco
     for row, hyps in results:
         final = hyps[-1]
         assert final.source == "whisper", (row["audio"], final)
+        assert final.confidence is not None and 0.0 < final.confidence <= 1.0
         # Whisper tiny.en: ~0-5% here; the domain decoder alone is ~80%.
         assert word_error_rate(row["transcript"], final.text) <= 0.2, final.text
 
@@ -247,6 +248,17 @@ async def test_decoding_does_not_block_the_event_loop(recognizer: EmbeddedRecogn
     # Had the decode run on the loop, one tick would have waited all of it. Allow for
     # a busy 2-core machine where the OS, not the GIL, delays the loop thread.
     assert max(lags) < max(0.5 * whisper_s, 0.1), (max(lags), whisper_s)
+
+
+async def test_end_without_audio_gives_an_empty_final(recognizer: EmbeddedRecognizer) -> None:
+    """A VAD false start: no audio, so no Whisper decode (it would hallucinate)."""
+    call = await recognizer.start_call(CallContext("empty", PAYEES))
+    utt = call.utterance()
+    await utt.end()
+    hyps = [h async for h in utt]
+    assert [(h.text, h.is_final, h.source) for h in hyps] == [("", True, "sphinx-domain")]
+    assert utt.whisper_text is None
+    await call.aclose()
 
 
 async def test_odd_byte_count_is_rejected(fast_recognizer: EmbeddedRecognizer) -> None:

@@ -44,7 +44,7 @@ import numpy as np
 
 from agent.asr import domain
 from agent.asr.base import ASRError, CallContext, Hypothesis, Word
-from agent.asr.wer import edit_distance, wer_tokens
+from agent.asr.wer import edit_distance
 
 SAMPLE_RATE = 16_000
 FRAME_SAMPLES = 160  # pocketsphinx: 100 frames per second
@@ -281,7 +281,8 @@ class WhisperDecoder:
                 local_files_only=True,
             )
 
-    def transcribe(self, pcm: np.ndarray, hotwords: str | None = None) -> str:
+    def transcribe(self, pcm: np.ndarray, hotwords: str | None = None) -> tuple[str, float]:
+        """Text and a confidence: exp of the mean token log-probability."""
         self.load()
         audio = pcm.astype(np.float32) / 32768.0
         segments, _info = self._model.transcribe(
@@ -294,7 +295,11 @@ class WhisperDecoder:
             vad_filter=False,
             hotwords=hotwords,
         )
-        return " ".join(s.text.strip() for s in segments).strip()
+        segments = list(segments)  # decoding happens while iterating
+        text = " ".join(s.text.strip() for s in segments).strip()
+        if not segments:
+            return text, 0.0
+        return text, float(np.exp(np.mean([s.avg_logprob for s in segments])))
 
 
 # --- the SpeechRecognizer -----------------------------------------------------------
@@ -613,13 +618,13 @@ class EmbeddedUtteranceStream:
         return mode == "always" or result.confidence < self._owner.confidence_threshold
 
     async def _finalise(self, result: SphinxResult) -> Hypothesis:
-        if not self._needs_whisper(result):
+        if not self._needs_whisper(result) or not self._audio:
             return self._hypothesis(
                 result.text, final=True, confidence=result.confidence, words=result.words
             )
         pcm = np.frombuffer(b"".join(self._audio), dtype=np.int16)
         try:
-            raw = await self._in_pool(
+            raw, whisper_confidence = await self._in_pool(
                 self._owner.whisper_pool,
                 self._owner.whisper.transcribe,
                 pcm,
@@ -632,7 +637,7 @@ class EmbeddedUtteranceStream:
             )
         text = domain.spoken_form(raw)
         self.whisper_text = text
-        ref = wer_tokens(text)
+        ref = text.split()
         disagreement = edit_distance(ref, result.text.split()) / max(len(ref), 1)
         # Whisper heard a word the domain model cannot produce: sphinx cannot be right.
         off_domain = any(w not in self._call.session.vocabulary for w in ref)
@@ -644,9 +649,7 @@ class EmbeddedUtteranceStream:
                 words=result.words,
                 source="sphinx-domain+whisper",
             )
-        return self._hypothesis(
-            text, final=True, confidence=1.0 - min(disagreement, 1.0), source="whisper"
-        )
+        return self._hypothesis(text, final=True, confidence=whisper_confidence, source="whisper")
 
     def _hypothesis(
         self,
