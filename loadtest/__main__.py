@@ -1,0 +1,195 @@
+"""Load test: ``python -m loadtest run --calls N --duration S [--url ws://...]``.
+
+    python -m loadtest run --calls 5 --duration 30
+    python -m loadtest run --sweep 1,5,10,20,40 --duration 30 --target-ms 500
+    python -m loadtest run --calls 10 --duration 60 --url ws://10.0.0.5:8765
+
+With no ``--url`` it starts the server itself (``python -m agent serve`` on a free
+loopback port), and a second one for the sequential baseline, and stops them at the end.
+With ``--url`` it talks to that server only (and ``--baseline-url`` for a sequential
+one). Writes ``report.json`` and ``report.html`` under ``--out``
+(default ``var/loadtest/<UTC time>/``) and prints the summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import orjson
+
+from clients.local_server import PROJECT_ROOT
+from loadtest.bot import BotOptions
+from loadtest.conversations import SCRIPTS
+from loadtest.report import build_report
+from loadtest.runner import LevelOptions, Mode, RunPlan, execute, local_modes
+
+
+def _levels(text: str) -> list[int]:
+    try:
+        levels = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers like 1,5,10; got {text!r}") from None
+    if not levels or levels[0] < 1:
+        raise argparse.ArgumentTypeError("concurrency levels must be >= 1")
+    return levels
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m loadtest",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser(
+        "run",
+        help="run the bots and write the report",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    run.add_argument("--calls", type=int, default=5, help="concurrent calls (one level)")
+    run.add_argument(
+        "--sweep", type=_levels, default=None, help="concurrency levels, e.g. 1,5,10,20,40"
+    )
+    run.add_argument("--duration", type=float, default=30.0, help="seconds of new calls per level")
+    run.add_argument("--url", default=None, help="server to call (default: start one locally)")
+    run.add_argument(
+        "--baseline-url", default=None, help="with --url: a server running the sequential mode"
+    )
+    run.add_argument(
+        "--no-baseline", action="store_true", help="skip the sequential baseline server"
+    )
+    run.add_argument(
+        "--server-flag",
+        action="append",
+        default=[],
+        metavar="FLAG",
+        help="extra flag for the local servers, e.g. --server-flag=--asr.whisper_confirm "
+        "--server-flag=never (repeatable)",
+    )
+    run.add_argument("--target-ms", type=float, default=500.0, help="p95 target for the sweep")
+    run.add_argument(
+        "--keep-going", action="store_true", help="sweep every level even past the target"
+    )
+    run.add_argument(
+        "--cores",
+        type=int,
+        default=None,
+        help="server cores for calls-per-core (default: this machine's, when local)",
+    )
+    run.add_argument("--jitter", type=float, default=2.0, help="max arrival delay per caller (s)")
+    run.add_argument(
+        "--grace", type=float, default=45.0, help="after --duration, calls may finish this long"
+    )
+    run.add_argument("--max-calls", type=int, default=None, help="cap on calls per level")
+    run.add_argument("--turn-timeout", type=float, default=15.0, help="seconds for a reply")
+    run.add_argument(
+        "--conversations",
+        default=None,
+        help=f"comma-separated scripts (default all): {','.join(SCRIPTS)}",
+    )
+    run.add_argument("--warmup", type=int, default=1, help="unrecorded calls per server first")
+    run.add_argument("--seed", type=int, default=0, help="random seed for arrivals and scripts")
+    run.add_argument("--out", type=Path, default=None, help="report folder")
+    run.add_argument("--no-html", action="store_true", help="JSON report only")
+    return parser
+
+
+def _modes(args: argparse.Namespace) -> list[Mode]:
+    if args.url:
+        modes = [Mode("decomposed", url=args.url, note="given by --url")]
+        if args.baseline_url and not args.no_baseline:
+            modes.append(Mode("sequential", url=args.baseline_url, note="given by --baseline-url"))
+        return modes
+    return local_modes(not args.no_baseline, tuple(args.server_flag))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    levels = args.sweep or [args.calls]
+    if levels[0] < 1:
+        print("--calls must be >= 1", file=sys.stderr)
+        return 2
+    out = args.out or PROJECT_ROOT / "var" / "loadtest" / time.strftime(
+        "%Y%m%dT%H%M%SZ", time.gmtime()
+    )
+    modes = _modes(args)
+    bot = BotOptions(turn_timeout_s=args.turn_timeout)
+    options = LevelOptions(
+        duration_s=args.duration,
+        jitter_s=args.jitter,
+        grace_s=args.grace,
+        max_calls=args.max_calls,
+        bot=bot,
+    )
+    plan = RunPlan(
+        levels=levels,
+        modes=modes,
+        options=options,
+        conversation_names=args.conversations.split(",") if args.conversations else None,
+        warmup_calls=args.warmup,
+        seed=args.seed,
+        stop_above_target_ms=None if (args.keep_going or not args.sweep) else args.target_ms,
+    )
+    cores = args.cores or (None if args.url else len(os.sched_getaffinity(0)))
+    try:
+        import uvloop
+
+        results = uvloop.run(execute(plan, log=lambda m: print(m, file=sys.stderr, flush=True)))
+    except ImportError:
+        results = asyncio.run(execute(plan))
+    command = "python -m loadtest " + shlex.join(sys.argv[1:] if argv is None else argv)
+    report = build_report(
+        results,
+        modes,
+        target_ms=args.target_ms,
+        cores=cores,
+        command=command,
+        options={
+            "levels": levels,
+            "duration_s": args.duration,
+            "jitter_s": args.jitter,
+            "grace_s": args.grace,
+            "turn_timeout_s": args.turn_timeout,
+            "seed": args.seed,
+            "conversations": args.conversations.split(",") if args.conversations else list(SCRIPTS),
+        },
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+    if not args.no_html:
+        from loadtest.html import write_html
+
+        write_html(report, out / "report.html")
+    print(orjson.dumps(_headline(report), option=orjson.OPT_INDENT_2).decode())
+    print(
+        f"report: {out / 'report.json'}" + ("" if args.no_html else f" and {out / 'report.html'}")
+    )
+    return 0
+
+
+def _headline(report: dict) -> dict:
+    rows = []
+    for level in report["levels"]:
+        understanding = level["client_ms"]["understanding"]
+        rows.append(
+            {
+                "mode": level["mode"],
+                "calls": level["concurrency"],
+                "turns": f"{level['turns']['ok']}/{level['turns']['scripted']} ok",
+                "speech_end_to_understanding_ms": {
+                    k: understanding.get(k) for k in ("p50", "p95", "p99")
+                },
+                "server_cpu_cores": level["server_process"].get("cpu_cores_avg"),
+            }
+        )
+    return {"summary": report["summary"], "levels": rows}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
