@@ -1,0 +1,388 @@
+"""Entity spans that are not numbers: person names, companies/billers, account references.
+
+Names are found after a cue ("to", "for", "from", "pay", "send", "name is", "it's") as a
+run of words up to a stop word, and kept only when the run does not start with a
+determiner and holds at least one word outside the common-word lexicon (or a capitalised
+word in typed text). Account and card references are digit strings after "ending",
+"ending in", "last four digits", "account number", etc. Pure functions over tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.understanding.dates import MONTHS, WEEKDAYS
+from agent.understanding.money import MAJOR_WORDS, MINOR_WORDS
+from agent.understanding.numbers import DIGIT_WORDS, NUMBER_WORDS, ORDINALS, parse_digit_string
+from agent.understanding.tokens import Token
+
+NAME_CUES = {
+    "to",
+    "for",
+    "from",
+    "pay",
+    "send",
+    "transfer",
+    "wire",
+    "give",
+    "paid",
+    "sent",
+    "name",
+    "named",
+    "called",
+    "it's",
+    "payee",
+    "recipient",
+    "owe",
+    "reimburse",
+}
+DETERMINERS = {
+    "my",
+    "the",
+    "a",
+    "an",
+    "your",
+    "his",
+    "her",
+    "our",
+    "their",
+    "this",
+    "that",
+    "these",
+    "those",
+    "it",
+    "me",
+    "him",
+    "them",
+    "us",
+    "someone",
+    "somebody",
+    "anyone",
+    "anybody",
+    "everyone",
+    "all",
+    "any",
+    "some",
+    "another",
+    "other",
+    "each",
+    "every",
+    "which",
+    "what",
+    "who",
+    "how",
+    "where",
+    "when",
+    "why",
+    "you",
+    "i",
+    "we",
+    "they",
+    "he",
+    "she",
+    "is",
+    "be",
+    "do",
+    "get",
+    "make",
+    "see",
+    "check",
+    "know",
+    "pay",
+    "send",
+    "transfer",
+    "buy",
+    "use",
+    "no",
+    "not",
+    "yes",
+    "up",
+    "back",
+    "out",
+    "off",
+    "over",
+    "money",
+    "cash",
+    "funds",
+    "there",
+    "here",
+    "more",
+    "less",
+    "much",
+    "many",
+    "one",
+    "same",
+    "whom",
+    "and",
+    "or",
+}
+STOPS = {
+    "on",
+    "at",
+    "in",
+    "by",
+    "for",
+    "from",
+    "to",
+    "with",
+    "via",
+    "the",
+    "a",
+    "an",
+    "my",
+    "of",
+    "tomorrow",
+    "today",
+    "tonight",
+    "yesterday",
+    "next",
+    "last",
+    "this",
+    "please",
+    "now",
+    "asap",
+    "immediately",
+    "straight",
+    "straightaway",
+    "some",
+    "lately",
+    "recently",
+    "every",
+    "each",
+    "ago",
+    "before",
+    "after",
+    "until",
+    "till",
+    "through",
+    "using",
+    "thanks",
+    "thank",
+    "speaking",
+    "account",
+    "accounts",
+    "and",
+    "or",
+    "but",
+    "so",
+    "because",
+    "cause",
+    "is",
+    "was",
+    "were",
+    "be",
+    "that",
+    "which",
+    "who",
+    "if",
+    "when",
+    "as",
+    "about",
+    "than",
+    "like",
+    "right",
+    "then",
+    "again",
+    "too",
+    "also",
+    "instead",
+    "only",
+    "just",
+    "it",
+    "its",
+    "it's",
+    "into",
+    "onto",
+    "out",
+    "up",
+    "off",
+    "over",
+    "under",
+    "between",
+    "during",
+    "since",
+    "can",
+    "could",
+    "would",
+    "will",
+    "should",
+    "do",
+    "does",
+    "did",
+    "i",
+    "you",
+    "we",
+    "me",
+    "here",
+    "there",
+    "okay",
+    "ok",
+    "yes",
+    "no",
+    "um",
+    "uh",
+    "er",
+    "erm",
+    "money",
+    "cash",
+    "payment",
+    "transfer",
+    "bill",
+    "bills",
+    "card",
+    "checking",
+    "savings",
+    "current",
+    "same",
+    "amount",
+    "pls",
+    "plz",
+    "have",
+    "has",
+    "had",
+    "are",
+    "am",
+}
+FILLERS = {"um", "uh", "er", "erm", "hmm", "mm", "ah", "oh", "eh", "uhm", "hm", "like"}
+REF_CUES = ("ending", "ends", "last", "number", "no", "account", "card")
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    text: str  # surface text as the caller said it
+    tok_start: int
+    tok_end: int
+    rule: str
+
+
+def _is_stop(tok: Token) -> bool:
+    if tok.kind != "word":
+        return True
+    w = tok.text
+    return (
+        w in STOPS
+        or w in NUMBER_WORDS
+        or w in MAJOR_WORDS
+        or w in MINOR_WORDS
+        or w in MONTHS
+        or w in WEEKDAYS
+        or w in ORDINALS
+        or w in ("hundred", "thousand", "million", "grand", "k")
+    )
+
+
+def _name_run(text: str, toks: list[Token], i: int, max_len: int = 4) -> tuple[int, int] | None:
+    j = i
+    while j < len(toks) and j - i < max_len:
+        t = toks[j]
+        if t.kind == "word" and len(t.text) == 1 and j > i and j + 1 < len(toks):
+            # an initial: "mekia s. burgess"
+            if toks[j + 1].text == "." and j + 2 < len(toks) and not _is_stop(toks[j + 2]):
+                j += 2
+                continue
+        if _is_stop(t):
+            break
+        j += 1
+    if j == i:
+        return None
+    return i, j
+
+
+def _looks_like_name(
+    text: str, toks: list[Token], start: int, end: int, lexicon: frozenset[str]
+) -> bool:
+    words = [t for t in toks[start:end] if t.kind == "word" and len(t.text) > 1]
+    if not words or words[0].text in DETERMINERS:
+        return False
+    if any(t.text not in lexicon for t in words):
+        return True
+    typed_case = any(c.isupper() for c in text) and not text.isupper()
+    return typed_case and any(text[t.start].isupper() for t in words if t.start > 0)
+
+
+def find_person(text: str, toks: list[Token], lexicon: frozenset[str]) -> Span | None:
+    n = len(toks)
+    for i, tok in enumerate(toks):
+        if tok.kind != "word" or tok.text not in NAME_CUES:
+            continue
+        start = i + 1
+        if tok.text == "name" and start < n and toks[start].text == "is":
+            start += 1
+        run = _name_run(text, toks, start)
+        if run is None:
+            continue
+        s, e = run
+        if _looks_like_name(text, toks, s, e, lexicon):
+            surface = text[toks[s].start : toks[e - 1].end]
+            return Span(surface, s, e, "person:after_cue_" + tok.text)
+    # A bare name on its own ("lilith sharaya danaher", "ken sato"), e.g. answering "to whom?"
+    words = [t for t in toks if t.kind == "word" and t.text not in FILLERS]
+    if words and len(words) <= 4 and all(not _is_stop(t) for t in words):
+        if all(t.text not in lexicon for t in words if len(t.text) > 1):
+            s = toks.index(words[0])
+            e = toks.index(words[-1]) + 1
+            return Span(text[toks[s].start : toks[e - 1].end], s, e, "person:bare_name")
+    return None
+
+
+def find_company(text: str, toks: list[Token]) -> Span | None:
+    """ "pay my electricity bill" -> electricity; "pay British Gas" handled via payees."""
+    n = len(toks)
+    for i, tok in enumerate(toks):
+        if tok.text in ("bill", "bills") and i > 0:
+            j = i
+            while j > 0 and not _is_stop(toks[j - 1]) and i - j < 3:
+                j -= 1
+            if j < i:
+                return Span(text[toks[j].start : toks[i - 1].end], j, i, "company:before_bill")
+    for i, tok in enumerate(toks):
+        if tok.text in ("with", "at", "to") and i + 1 < n:
+            j = i + 1
+            if j < n and toks[j].text == "the":
+                j += 1
+            e = j
+            while e < n and e - j < 3 and toks[e].kind == "word" and toks[e].text not in STOPS:
+                e += 1
+            if e > j and text[toks[j].start].isupper():
+                return Span(text[toks[j].start : toks[e - 1].end], j, e, "company:capitalised")
+    return None
+
+
+def find_account_ref(text: str, toks: list[Token]) -> tuple[str, Span] | None:
+    """ "ending one two three four" -> "1234"; "account number 5 5 0 1"; "double five oh"."""
+    n = len(toks)
+    for i, tok in enumerate(toks):
+        if tok.kind != "word" or tok.text not in REF_CUES:
+            continue
+        j = i + 1
+        if tok.text in ("ending", "ends"):
+            if j < n and toks[j].text in ("in", "with"):
+                j += 1
+        elif tok.text == "last":
+            k = j
+            if k < n and toks[k].text in ("four", "4", "three", "two"):
+                k += 1
+            if k < n and toks[k].text in ("digits", "numbers"):
+                k += 1
+                if k < n and toks[k].text in ("are", "is"):
+                    k += 1
+                j = k
+            else:
+                continue
+        elif tok.text in ("number", "no", "account", "card"):
+            if j < n and toks[j].text in ("number", "no"):
+                j += 1
+            if j >= n or not (
+                toks[j].kind == "num"
+                or toks[j].text in DIGIT_WORDS
+                or toks[j].text in ("double", "triple")
+            ):
+                continue
+        ds = parse_digit_string(toks, j)
+        if ds is None:
+            continue
+        digits, end = ds
+        if len(digits) < 2:
+            continue
+        return digits, Span(text[toks[j].start : toks[end - 1].end], j, end, "account_ref:digits")
+    return None

@@ -1,0 +1,273 @@
+"""Exact rules: short yes/no/cancel replies and the shape of cut-off utterances.
+
+Where a rule is exact it beats the statistical model: "yes", "yeah go ahead", "no",
+"cancel that", "never mind" are decided here, and the model is left the longer replies.
+"""
+
+from __future__ import annotations
+
+from agent.understanding.entities import FILLERS
+
+_POLITE = {"please", "thanks", "thank", "you", "ok", "okay", "so", "well", "just", "then", "now"}
+YES_WORDS = {
+    "yes",
+    "yeah",
+    "yep",
+    "yup",
+    "yea",
+    "ya",
+    "yah",
+    "aye",
+    "sure",
+    "correct",
+    "right",
+    "affirmative",
+    "confirm",
+    "confirmed",
+    "absolutely",
+    "definitely",
+    "certainly",
+    "indeed",
+    "proceed",
+    "approved",
+    "agreed",
+    "exactly",
+    "precisely",
+    "yess",
+    "yesss",
+    "true",
+    "accepted",
+    "approve",
+    "accept",
+    "roger",
+    "yessir",
+    "ok",
+    "okay",
+    "k",
+    "kk",
+}
+YES_PHRASES = {
+    "go ahead",
+    "do it",
+    "go for it",
+    "that's right",
+    "that is right",
+    "that's correct",
+    "that is correct",
+    "sounds good",
+    "of course",
+    "please do",
+    "yes please",
+    "that's it",
+    "you got it",
+    "you're right",
+    "you are right",
+    "that's fine",
+    "that is fine",
+    "all good",
+    "looks good",
+    "make it so",
+    "send it",
+    "do that",
+    "carry on",
+    "i confirm",
+    "that works",
+    "perfect",
+    "alright",
+    "all right",
+    "fine",
+    "good",
+    "great",
+}
+NO_WORDS = {
+    "no",
+    "nope",
+    "nah",
+    "nay",
+    "negative",
+    "cancel",
+    "stop",
+    "abort",
+    "wrong",
+    "incorrect",
+    "halt",
+    "scrap",
+    "rescind",
+    "negatory",
+    "invalid",
+    "false",
+    "nix",
+}
+NO_PHRASES = {
+    "never mind",
+    "nevermind",
+    "forget it",
+    "forget that",
+    "cancel that",
+    "cancel it",
+    "don't do it",
+    "do not do it",
+    "don't do that",
+    "that's wrong",
+    "that is wrong",
+    "that's not right",
+    "that is not right",
+    "not right",
+    "no way",
+    "hold on",
+    "not that",
+    "that's not correct",
+    "that is not correct",
+    "not correct",
+    "stop it",
+    "stop that",
+    "no thanks",
+    "no thank you",
+    "i don't want that",
+    "i changed my mind",
+    "scrap that",
+    "not that one",
+    "hang on",
+    "wait a second",
+    "wait a minute",
+    "absolutely not",
+    "certainly not",
+    "of course not",
+    "definitely not",
+    "not now",
+    "no no",
+    "no stop",
+    "don't send it",
+    "do not send it",
+    "don't",
+    "cancel the transfer",
+    "cancel the payment",
+    "i'll pass",
+    "ill pass",
+    "pass",
+    "hell no",
+    "hell nah",
+    "not true",
+    "that's not true",
+    "that is not true",
+    "that's false",
+    "that is false",
+    "not at all",
+    "no way jose",
+}
+LEADING_NO = {"no", "nope", "nah", "negative"}
+LEADING_YES = {"yes", "yeah", "yep", "yup", "yea"}
+# A command cut off mid-phrase ends on one of these words.
+DANGLING = {
+    "to",
+    "for",
+    "from",
+    "and",
+    "the",
+    "my",
+    "a",
+    "an",
+    "of",
+    "pay",
+    "send",
+    "transfer",
+    "into",
+    "on",
+    "at",
+    "in",
+    "with",
+    "about",
+    "is",
+    "was",
+    "are",
+    "point",
+    "minus",
+    "than",
+    "by",
+    "your",
+    "our",
+    "some",
+    "move",
+    "wire",
+    "give",
+    "lock",
+    "unlock",
+    "freeze",
+    "block",
+    "ending",
+    "number",
+    "like",
+    "um",
+    "uh",
+    "er",
+    "erm",
+    "hmm",
+    "so",
+    "but",
+    "or",
+    "because",
+    "want",
+    "need",
+    "would",
+    "could",
+    "can",
+    "please",
+    "then",
+    "also",
+    "check",
+    "what's",
+    "whats",
+    "show",
+    "tell",
+    "me",
+    "i",
+    "i'm",
+    "it's",
+    "that",
+    "this",
+    "account",
+}
+
+
+def core_words(words: list[str]) -> list[str]:
+    return [w for w in words if w not in FILLERS]
+
+
+def yes_no(words: list[str]) -> str | None:
+    """'confirm' or 'deny' when the reply is a short, exact yes/no/cancel; else None."""
+    core = core_words(words)
+    if not core or len(core) > 6:
+        return None
+    phrase = " ".join(core)
+    stripped = [w for w in core if w not in _POLITE] or core
+    short = " ".join(stripped)
+    if phrase in NO_PHRASES or short in NO_PHRASES:
+        return "deny"
+    if phrase in YES_PHRASES or short in YES_PHRASES:
+        return "confirm"
+    if not [w for w in core if w not in _POLITE] and any(w in ("ok", "okay") for w in core):
+        return "confirm"  # "ok thanks"
+    if len(stripped) <= 3:
+        head = stripped[0]
+        if head in NO_WORDS and all(w in NO_WORDS or w in YES_WORDS for w in stripped[1:]):
+            return "deny"
+        if all(w in YES_WORDS for w in stripped):
+            return "confirm"
+    if core[0] in LEADING_YES and " ".join(core[1:]) in YES_PHRASES:
+        return "confirm"
+    if core[0] in LEADING_NO and " ".join(core[1:]) in NO_PHRASES | {""}:
+        return "deny"
+    return None
+
+
+def leading_reply(words: list[str]) -> str | None:
+    """'deny' for a reply that opens with "no"/"nope"/"nah" ("no, leave them be"); 'confirm'
+    for one that opens with "yes"/"yeah" ("yes, this is my billing address")."""
+    core = core_words(words)
+    if len(core) < 2:
+        return None
+    if core[0] in LEADING_NO:
+        return "deny"
+    if core[0] in LEADING_YES:
+        return "confirm"
+    return None

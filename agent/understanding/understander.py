@@ -1,0 +1,352 @@
+"""The fast path: one utterance in, one Understanding out, with no LLM and no I/O.
+
+Order of work: clean the text (emoji out, length capped, scripts checked), tokenise, exact
+rules for yes/no/cancel, the linear intent model otherwise, then the normalisers (account
+reference, money, date), the name spans and the payee lookup, and last the checks that
+set `ambiguity_reason` (missing slot, close candidates, low confidence, conflicting or
+implausible amounts, bad input). Anything with a reason should go to the LLM path or a
+clarifying question; nothing with a reason is ever a confident action.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from agent.understanding.dates import find_date
+from agent.understanding.entities import (
+    FILLERS,
+    find_account_ref,
+    find_company,
+    find_person,
+)
+from agent.understanding.linear import LinearModel
+from agent.understanding.money import find_amounts, is_plausible, to_minor
+from agent.understanding.payees import Candidate, Payee, PayeeIndex
+from agent.understanding.rules import DANGLING, leading_reply, yes_no
+from agent.understanding.tokens import tokenize
+from agent.understanding.trace import TraceEntry
+
+MODEL_DIR = Path(__file__).resolve().parent / "model"
+MAX_CHARS = 1000
+ACTION_INTENTS = frozenset(
+    {
+        "check_balance",
+        "recent_transactions",
+        "transfer_money",
+        "pay_bill",
+        "lock_card",
+        "unlock_card",
+    }
+)
+CONFIRM_REQUIRED = frozenset({"transfer_money", "pay_bill", "lock_card", "unlock_card"})
+MONEY_INTENTS = frozenset({"transfer_money", "pay_bill"})
+MIN_INTENT_CONFIDENCE = 0.5
+MIN_RECIPIENT_SCORE = 0.75
+RECIPIENT_MARGIN = 0.06
+CAPPED_CONFIDENCE = 0.4  # the most an action may claim when something is wrong with it
+
+Completeness = Literal["complete", "incomplete", "unknown"]
+
+
+@dataclass(slots=True)
+class Understanding:
+    intent: str
+    confidence: float
+    topic: str | None = None
+    entities: dict[str, Any] = field(default_factory=dict)
+    needs_confirmation: bool = False
+    ambiguity_reason: str | None = None
+    path: str = "fast"
+    trace: list[TraceEntry] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "intent": self.intent,
+            "confidence": round(float(self.confidence), 4),
+            "topic": self.topic,
+            "entities": self.entities,
+            "needs_confirmation": self.needs_confirmation,
+            "ambiguity_reason": self.ambiguity_reason,
+            "path": self.path,
+            "trace": [t.to_dict() for t in self.trace],
+        }
+
+
+def _clean(text: str) -> tuple[str, int, bool]:
+    """(text without emoji/pictographs, how many were removed, non-Latin letters present)."""
+    out = []
+    removed = 0
+    foreign = False
+    for c in text:
+        cat = unicodedata.category(c)
+        if cat in ("So", "Sk", "Cs", "Co", "Cn", "Cc", "Cf", "Mn", "Me") and c not in "\t\n":
+            removed += 1
+            out.append(" ")
+            continue
+        if c.isalpha() and c not in "円" and not ("a" <= c.lower() <= "z"):
+            name = unicodedata.name(c, "")
+            if "LATIN" not in name:
+                foreign = True
+        out.append(c)
+    return "".join(out), removed, foreign
+
+
+class Understander:
+    """Loads the committed model artefacts once; `understand` is pure and thread-safe."""
+
+    _cache: dict[Path, Understander] = {}  # noqa: RUF012 - process-wide, guarded by _lock
+    _lock = threading.Lock()
+
+    def __init__(self, intent: LinearModel, topic: LinearModel, lexicon: frozenset[str]):
+        self.intent_model = intent
+        self.topic_model = topic
+        self.lexicon = lexicon
+        self._index_cache: dict[tuple[Payee, ...], PayeeIndex] = {}
+        self._index_lock = threading.Lock()
+
+    @classmethod
+    def load(cls, model_dir: Path | None = None) -> Understander:
+        path = Path(model_dir or MODEL_DIR)
+        with cls._lock:
+            if path not in cls._cache:
+                lexicon = frozenset(json.loads((path / "lexicon.json").read_text("utf-8")))
+                cls._cache[path] = cls(
+                    LinearModel(path / "intent.npz"), LinearModel(path / "topic.npz"), lexicon
+                )
+            return cls._cache[path]
+
+    # -- payee index ----------------------------------------------------------------------
+
+    def payee_index(self, payees: Sequence[Payee] | PayeeIndex) -> PayeeIndex:
+        """The index for a payee list; the last few are kept, so a call builds it once."""
+        if isinstance(payees, PayeeIndex):
+            return payees
+        key = tuple(payees)
+        with self._index_lock:
+            index = self._index_cache.get(key)
+        if index is None:
+            index = PayeeIndex(key)
+            with self._index_lock:
+                if len(self._index_cache) >= 16:
+                    self._index_cache.pop(next(iter(self._index_cache)))
+                self._index_cache[key] = index
+        return index
+
+    # -- the fast path --------------------------------------------------------------------
+
+    def understand(
+        self,
+        text: str,
+        *,
+        payees: Sequence[Payee] | PayeeIndex = (),
+        now: datetime | None = None,
+        default_currency: str | None = None,
+    ) -> Understanding:
+        try:
+            return self._understand(text, payees, now, default_currency)
+        except Exception as exc:  # never raise into the call: degrade to a clarifying turn
+            return Understanding(
+                "out_of_scope",
+                0.0,
+                ambiguity_reason="internal_error",
+                trace=[TraceEntry(str(text)[:80], type(exc).__name__, "error")],
+            )
+
+    def _understand(
+        self,
+        text: Any,
+        payees: Sequence[Payee] | PayeeIndex,
+        now: datetime | None,
+        default_currency: str | None,
+    ) -> Understanding:
+        reasons: list[str] = []
+        trace: list[TraceEntry] = []
+        if not isinstance(text, str):
+            text = "" if text is None else str(text)
+        if len(text) > MAX_CHARS:
+            trace.append(TraceEntry(text[:20] + "...", len(text), "input:truncated"))
+            text = text[:MAX_CHARS]
+            reasons.append("input_too_long")
+        clean, removed, foreign = _clean(text)
+        if removed:
+            trace.append(TraceEntry("", removed, "input:removed_symbols"))
+        if foreign:
+            reasons.append("unsupported_script")
+        toks = tokenize(clean)
+        words = [t.text for t in toks if t.kind == "word"]
+        content = [w for w in words if w not in FILLERS] + [
+            t.text for t in toks if t.kind in ("num", "time", "ord", "sym")
+        ]
+        if not content:
+            reason = "empty_input" if not clean.strip() else "no_content"
+            return Understanding("out_of_scope", 0.0, ambiguity_reason=reason, trace=trace)
+
+        yn = yes_no(words)
+        topic = None
+        if yn is not None:
+            intent, confidence = yn, 0.99
+            trace.append(TraceEntry(clean.strip(), intent, "intent:rule_yes_no"))
+        else:
+            intent, confidence = self.intent_model.top(clean, 1)[0]
+            trace.append(TraceEntry("", f"{intent}:{confidence:.3f}", "intent:linear"))
+            lead = leading_reply(words)
+            if lead == "deny" or (lead == "confirm" and intent not in ACTION_INTENTS):
+                # "no, leave them be": a reply that opens with no is never an action
+                trace.append(TraceEntry(words[0], lead, "intent:rule_leading_reply"))
+                intent, confidence = lead, max(confidence, 0.9)
+            elif confidence < MIN_INTENT_CONFIDENCE:
+                reasons.append("low_intent_confidence")
+        if intent == "faq":
+            topic, _tp = self.topic_model.top(clean, 1)[0]
+
+        entities: dict[str, Any] = {}
+        skip: set[int] = set()
+        ref = find_account_ref(clean, toks)
+        if ref is not None:
+            digits, span = ref
+            entities["account_ref"] = digits
+            skip.update(range(span.tok_start, span.tok_end))
+            trace.append(TraceEntry(span.text, digits, span.rule))
+
+        if isinstance(now, datetime):
+            today = now.date()
+        elif isinstance(now, date):
+            today = now
+        else:  # no reference given: the only clock read in the stage, at its edge
+            today = datetime.now().date()
+        dm = find_date(toks, today)
+        if dm is not None:
+            entities["date"] = dm.value.isoformat()
+            skip.update(range(dm.tok_start, dm.tok_end))
+            surface = clean[toks[dm.tok_start].start : toks[dm.tok_end - 1].end]
+            trace.append(TraceEntry(surface, entities["date"], dm.rule))
+
+        amounts = find_amounts(clean, toks, frozenset(skip))
+        if amounts:
+            explicit = [a for a in amounts if a.explicit_currency]
+            chosen = (explicit or amounts)[0]
+            trace.extend(chosen.trace)
+            currency = chosen.currency
+            if currency is None:
+                currency = default_currency
+                trace.append(
+                    TraceEntry(
+                        chosen.surface(clean),
+                        currency,
+                        "currency:account_default" if currency else "currency:unspecified",
+                    )
+                )
+            minor, exact = to_minor(chosen.value, currency)
+            entities["amount"] = {"minor": minor, "currency": currency}
+            trace.append(TraceEntry(chosen.surface(clean), minor, "amount:minor_units"))
+            if chosen.value <= 0:
+                reasons.append("negative_amount" if chosen.value < 0 else "zero_amount")
+            elif not is_plausible(chosen.value, currency):
+                reasons.append("implausible_amount")
+            elif not exact:
+                reasons.append("fractional_minor_units")
+            distinct = {(a.value, a.currency) for a in (explicit or amounts)}
+            if intent in MONEY_INTENTS and len(distinct) > 1:
+                reasons.append("conflicting_amounts")
+
+        person = find_person(clean, toks, self.lexicon)
+        if person is not None:
+            entities["person"] = person.text
+            trace.append(TraceEntry(person.text, person.text, person.rule))
+        company = find_company(clean, toks) if intent == "pay_bill" or person is None else None
+        if company is not None and (intent == "pay_bill" or company.rule == "company:capitalised"):
+            entities["company"] = company.text
+            trace.append(TraceEntry(company.text, company.text, company.rule))
+
+        candidates: list[Candidate] = []
+        index = self.payee_index(payees) if payees else None
+        if index is not None and len(index):
+            query = None
+            if intent == "pay_bill" and "company" in entities:
+                query = entities["company"]
+            elif person is not None:
+                query = person.text
+            elif "company" in entities:
+                query = entities["company"]
+            if query:
+                candidates = index.search(query, k=3)
+            if candidates:
+                entities["recipient_candidates"] = [c.to_dict() for c in candidates]
+                trace.append(TraceEntry(query or "", candidates[0].id, "recipient:fuzzy_phonetic"))
+
+        self._slot_checks(intent, entities, candidates, index, reasons)
+        if reasons and intent in ACTION_INTENTS:
+            confidence = min(confidence, CAPPED_CONFIDENCE)
+        for r in reasons:
+            trace.append(TraceEntry("", r, "ambiguity"))
+        return Understanding(
+            intent=intent,
+            confidence=confidence,
+            topic=topic,
+            entities=entities,
+            needs_confirmation=intent in CONFIRM_REQUIRED,
+            ambiguity_reason=reasons[0] if reasons else None,
+            trace=trace,
+        )
+
+    @staticmethod
+    def _slot_checks(
+        intent: str,
+        entities: dict[str, Any],
+        candidates: list[Candidate],
+        index: PayeeIndex | None,
+        reasons: list[str],
+    ) -> None:
+        if intent == "transfer_money":
+            if "amount" not in entities:
+                reasons.append("missing_amount")
+            has_payees = index is not None and len(index) > 0
+            if "person" not in entities and not candidates and "company" not in entities:
+                reasons.append("missing_recipient")
+            elif has_payees and not candidates:
+                reasons.append("unknown_recipient")
+        elif intent == "pay_bill":
+            if not candidates and "company" not in entities and "person" not in entities:
+                reasons.append("missing_biller")
+        if intent in MONEY_INTENTS and candidates:
+            top = candidates[0].score
+            if top < MIN_RECIPIENT_SCORE:
+                reasons.append("unknown_recipient")
+            elif len(candidates) > 1 and top - candidates[1].score < RECIPIENT_MARGIN:
+                reasons.append("ambiguous_recipient")
+
+    # -- adaptive end of turn -------------------------------------------------------------
+
+    def turn_completeness(
+        self, text: str, *, payees: Sequence[Payee] | PayeeIndex = ()
+    ) -> Completeness:
+        """'complete' when the text is already a whole command, 'incomplete' when cut off."""
+        toks = tokenize(_clean(text or "")[0])
+        words = [t for t in toks if t.kind != "punct"]
+        if not words:
+            return "unknown"
+        last = words[-1]
+        if last.kind == "word" and last.text in DANGLING:
+            return "incomplete"
+        if last.kind == "sym" and last.text in "$£€¥":
+            return "incomplete"
+        u = self.understand(text, payees=payees)
+        if u.intent in ("confirm", "deny") and u.confidence >= 0.9:
+            return "complete"
+        if u.intent in ACTION_INTENTS:
+            if u.ambiguity_reason in ("missing_amount", "missing_recipient", "missing_biller"):
+                return "incomplete" if u.confidence >= 0.4 else "unknown"
+            if u.ambiguity_reason is None and u.confidence >= 0.8:
+                return "complete"
+        return "unknown"
+
+
+def turn_completeness(text: str, *, payees: Sequence[Payee] | PayeeIndex = ()) -> Completeness:
+    return Understander.load().turn_completeness(text, payees=payees)
