@@ -1,0 +1,90 @@
+"""The telephony bridge end to end: a bot speaking the Twilio Media Streams protocol
+streams the speech fixtures through a real 8 kHz mu-law conversion to the real server,
+and we listen to what it says back (the embedded recogniser transcribes the reply)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import orjson
+import pytest
+from websockets.asyncio.client import connect
+
+from agent.asr.base import CallContext
+from agent.asr.embedded import EmbeddedRecognizer
+from clients.local_server import LocalServer
+from clients.twilio import run_twilio_call
+from protocol.codecs import resample
+from tests.conftest import SPEECH, load_wav
+
+pytestmark = pytest.mark.slow
+
+
+async def transcribe(audio_8k: np.ndarray) -> str:
+    asr = EmbeddedRecognizer(confirm_with_whisper="always")
+    call = await asr.start_call(CallContext("listen", phrases=("Ken Sato", "Ken Saito")))
+    stream = call.utterance()
+    audio = resample(audio_8k, 8_000, 16_000)
+    for i in range(0, len(audio), 3200):
+        await stream.send(audio[i : i + 3200].tobytes(), i)
+    await stream.end()
+    final = [h async for h in stream][-1]
+    await call.aclose()
+    await asr.aclose()
+    return final.text.lower()
+
+
+async def test_a_phone_call_gets_a_spoken_answer(server: LocalServer) -> None:
+    result = await run_twilio_call(
+        server.url, [load_wav(SPEECH / "transfer_01.wav")], reorder=True, duplicate=True
+    )
+    summary = result.summary()
+    assert summary["reply_audio_s"] > 1.0, summary
+    assert summary["marks_heard"] >= 1  # the bridge marks each phrase; we echoed it
+    heard = await transcribe(result.audio)
+    assert "ken" in heard or "sato" in heard, heard
+    assert 0 < summary["speech_end_to_first_audio_ms"][0] < 6_000
+    ended = server.events("telephony_stream_ended")[-1]
+    assert ended["reason"] == "stop" and ended["dropped"] > 0  # duplicates were dropped
+
+
+async def test_barge_in_clears_the_reply_and_keeps_what_was_heard(server: LocalServer) -> None:
+    first = load_wav(SPEECH / "transfer_02.wav")
+    interruption = load_wav(SPEECH / "cancel_01.wav")
+    result = await run_twilio_call(server.url, [first, interruption], barge_in_after_s=0.3)
+    summary = result.summary()
+    assert summary["clears"] >= 1, summary
+    # From the first sample of the caller's interruption to the server's clear.
+    assert 0 < summary["barge_in_to_clear_ms"] < 1_500, summary
+    interrupted = server.events("reply_interrupted")
+    assert interrupted, "the bridge did not report what the caller heard"
+
+
+async def test_keypad_digits_are_a_turn(server: LocalServer) -> None:
+    before = len(server.events("turn"))
+    result = await run_twilio_call(server.url, [], dtmf="2", gap_s=2.0)
+    turns = server.events("turn")[before:]
+    assert [t["input"] for t in turns] == ["text"]
+    assert result.summary()["reply_audio_s"] > 0.3  # "2" is "no": the agent answers
+
+
+async def test_hang_up_mid_sentence_keeps_what_was_said(server: LocalServer) -> None:
+    before = len(server.events("turn"))
+    await run_twilio_call(server.url, [load_wav(SPEECH / "transfer_02.wav")], hang_up_after_s=1.8)
+    await asyncio.sleep(0.5)
+    turns = [t for t in server.events("turn")[before:] if t["input"] == "audio"]
+    assert len(turns) == 1 and "speech_end_to_asr_final" in turns[0]
+
+
+async def test_garbage_on_the_stream_is_logged_and_the_call_goes_on(
+    server: LocalServer,
+) -> None:
+    async with connect(server.url + "/twilio") as ws:
+        await ws.send("not json")
+        await ws.send(orjson.dumps({"event": "media", "media": {"payload": "%%"}}).decode())
+        await ws.send(orjson.dumps({"event": "stop"}).decode())
+        await asyncio.sleep(0.3)
+    assert len(server.events("telephony_bad_message")) >= 2
+    result = await run_twilio_call(server.url, [load_wav(SPEECH / "balance_01.wav")])
+    assert result.summary()["reply_audio_s"] > 0.5
