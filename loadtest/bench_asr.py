@@ -1,6 +1,6 @@
 """Benchmark the embedded ASR decoders on the speech fixtures and the real recordings.
 
-    .venv/bin/python -m loadtest.bench_asr [--speed 4] [--details]
+    .venv/bin/python -m loadtest.bench_asr [--speed 4] [--details] [--concurrency 4x2,8x4]
 
 For each decoder - ``sphinx-domain`` (pocketsphinx with the per-call domain LM, no
 Whisper), ``whisper`` (faster-whisper tiny.en alone, on the whole utterance), and the
@@ -11,6 +11,8 @@ each audio set it reports WER, the final-transcript latency after the last audio
 The streaming decoders get the audio in 20 ms chunks paced at ``--speed`` x real time
 (fast enough to keep the run short, slow enough that the decoder keeps up, so the
 latency is what a live call sees). Whisper cannot stream: its latency is one decode.
+``--concurrency`` then runs several calls at once through the combined backend and
+reports their final latency and the event loop's lag (pocketsphinx holds the GIL).
 Output is Markdown, for docs/BENCHMARKS.md.
 """
 
@@ -152,6 +154,34 @@ async def bench_whisper(items: list[Item], threads: int, beam_size: int):
     return list(runs.values()), load_s
 
 
+async def bench_concurrency(calls: int, speed: float, items: list[Item]) -> str:
+    """``calls`` calls at ``speed`` x real time at once: latency and event-loop lag."""
+    rec = EmbeddedRecognizer(confirm_with_whisper="auto")
+    await rec.warm_up()
+    lags: list[float] = []
+
+    async def ticker() -> None:
+        while True:
+            t = time.perf_counter()
+            await asyncio.sleep(0.01)
+            lags.append(time.perf_counter() - t - 0.01)
+
+    tick = asyncio.create_task(ticker())
+    results = await asyncio.gather(
+        *(bench_streaming(f"call-{i}", rec, items, speed) for i in range(calls))
+    )
+    tick.cancel()
+    await rec.aclose()
+    runs = [r for rs in results for r in rs]
+    lat = [x for r in runs for x in r.latencies]
+    pairs = [p for r in runs for p in r.pairs]
+    return (
+        f"| {calls} x {speed:g} = {calls * speed:g} | {len(lat)} | {corpus_wer(pairs):.1%} "
+        f"| {statistics.median(lat) * 1000:.0f} ms | {percentile(lat, 0.95) * 1000:.0f} ms "
+        f"| {percentile(lags, 0.99) * 1000:.0f} ms | {max(lags) * 1000:.0f} ms |"
+    )
+
+
 def table(runs: list[Run]) -> str:
     lines = [
         "| decoder | audio set | utts | WER | final latency p50 | p95 | RTF (CPU s / audio s) "
@@ -174,6 +204,11 @@ async def main() -> None:
     parser.add_argument("--whisper-threads", type=int, default=2)
     parser.add_argument("--beam-size", type=int, default=1)
     parser.add_argument("--details", action="store_true", help="per-utterance rows")
+    parser.add_argument(
+        "--concurrency",
+        default="4x2,8x4",
+        help="CALLSxSPEED runs of the piper set through embedded (auto) at once; '' skips",
+    )
     parser.add_argument("--decoders", default="sphinx-domain,whisper,embedded-auto,embedded-always")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -223,6 +258,16 @@ async def main() -> None:
     print()
     for note in notes:
         print(f"- {note}")
+    if args.concurrency:
+        piper = [i for i in items if i.set_name == "piper"]
+        print(
+            "\n| calls x speed = real-time streams | utts | WER | final p50 | final p95 "
+            "| loop lag p99 | loop lag max |"
+        )
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for spec in args.concurrency.split(","):
+            calls, speed = spec.split("x")
+            print(await bench_concurrency(int(calls), float(speed), piper))
     if args.details:
         print("\n| decoder | audio | sphinx confidence | source | latency ms | text |")
         print("| --- | --- | ---: | --- | ---: | --- |")
