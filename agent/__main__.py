@@ -1,4 +1,8 @@
-"""Command line: ``python -m agent serve [--config FILE] [--section.key VALUE ...]``."""
+"""Command line.
+
+``python -m agent serve [--config FILE] [--section.key VALUE ...]`` starts the server;
+``python -m agent token --customer cust-001 [--ttl SECONDS]`` prints a session token.
+"""
 
 from __future__ import annotations
 
@@ -42,17 +46,34 @@ def _parser() -> argparse.ArgumentParser:
             default=argparse.SUPPRESS,
             help=f"{text} (env {env_name(section, key)}; default {default!r})",
         )
+    token = commands.add_parser(
+        "token",
+        help="print a signed session token for a customer",
+        description=(
+            "Print a session token (HMAC-SHA256 with [auth] secret) for session.start. "
+            "Reads the same configuration as serve."
+        ),
+    )
+    token.add_argument("--customer", required=True, help="customer id, e.g. cust-001")
+    token.add_argument("--ttl", type=float, default=None, help="lifetime in seconds")
+    token.add_argument("--config", type=Path, default=None, help="TOML configuration file")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = vars(_parser().parse_args(argv))
     command, config_path = args.pop("command"), args.pop("config")
+    customer, ttl = args.pop("customer", None), args.pop("ttl", None)
     try:
         config = load_config(config_path, overrides=args)
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
+    if command == "token":
+        from agent.auth import mint
+
+        print(mint(customer, config.auth.secret, ttl_s=ttl or config.auth.token_ttl_s))
+        return 0
     if command == "serve":
         import uvloop
 

@@ -94,12 +94,38 @@ class LogConfig:
 
 
 @dataclass(frozen=True)
+class BankConfig:
+    path: str = _opt(
+        "var/bank.sqlite3",
+        "embedded bank: SQLite database file (relative to the project root); created and "
+        "seeded from agent/bank/seed.json on first start",
+    )
+    pending_ttl_s: float = _opt(
+        120.0,
+        "how long an action read back to the caller stays confirmable, also from a new "
+        "connection of the same customer after a dropped call",
+    )
+
+
+@dataclass(frozen=True)
+class AuthConfig:
+    secret: str = _opt(
+        "dev-only-secret-replace-me",
+        "HMAC-SHA256 key that signs session tokens; the default is for development only: "
+        "set your own (env AGENT_AUTH_SECRET) anywhere real",
+    )
+    token_ttl_s: float = _opt(3600.0, "lifetime of a token minted by 'python -m agent token'")
+
+
+@dataclass(frozen=True)
 class Config:
     server: ServerConfig = field(default_factory=ServerConfig)
     vad: VADConfig = field(default_factory=VADConfig)
     asr: ASRConfig = field(default_factory=ASRConfig)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    bank: BankConfig = field(default_factory=BankConfig)
+    auth: AuthConfig = field(default_factory=AuthConfig)
 
 
 class ConfigError(ValueError):

@@ -29,7 +29,7 @@ from agent.asr.base import ASRError, CallContext, CallRecognizer, UtteranceStrea
 from agent.audio.endpointer import SpeechStarted, SpeechStopped
 from agent.audio.frontend import FrontEnd, SpeechAudio
 from agent.bank.directory import CustomerProfile
-from agent.dialogue.replies import reply_phrases
+from agent.dialogue.conversation import Conversation
 from agent.log import get_logger
 from agent.services import Services
 from agent.timing import CallClock, TurnTimings
@@ -98,6 +98,14 @@ class Call:
         self.outbox = outbox
         self.clock = CallClock()
         self.log = log.bind(call_id=self.id, customer_id=session.customer_id)
+        assert services.bank is not None, "Services.build() makes the bank"
+        # The dialogue: slot filling, confirmation, policy and the bank, for this caller.
+        self.conversation = Conversation(
+            services.bank,
+            customer_id=session.customer_id,
+            call_id=self.id,
+            pending_ttl_s=services.config.bank.pending_ttl_s,
+        )
         self._payees = services.understander.payee_index(
             [Payee(p.id, p.name, p.kind) for p in (profile.payees if profile else ())]
         )
@@ -362,12 +370,16 @@ class Call:
 
     async def _reply(self, turn: Turn, understanding: Understanding) -> None:
         spoken: list[str] = []
+        replies = self.conversation.respond(understanding, turn=turn.number)
         try:
-            for phrase in reply_phrases(understanding, self.profile):
-                turn.timings.mark("response_first_delta")
-                self._emit(events.response_delta_event(turn.number, phrase))
-                spoken.append(phrase)
-                await asyncio.sleep(0)  # let other calls' events out between phrases
+            # aclosing: a cancelled reply closes the generator (and frees the
+            # conversation) at once, not whenever it is garbage-collected.
+            async with contextlib.aclosing(replies):
+                async for phrase in replies:
+                    turn.timings.mark("response_first_delta")
+                    self._emit(events.response_delta_event(turn.number, phrase))
+                    spoken.append(phrase)
+                    await asyncio.sleep(0)  # let other calls' events out between phrases
         except asyncio.CancelledError:
             with contextlib.suppress(SlowConsumer):
                 self._emit(

@@ -19,7 +19,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 
-from agent import metrics
+from agent import auth, metrics
 from agent.bank.directory import customer_profile
 from agent.config import Config
 from agent.log import get_logger
@@ -100,8 +100,21 @@ class AgentServer:
         session = await self._await_session_start(ws)
         if session is None:
             return
+        try:
+            # The customer is whoever the signed token names; the customer_id field is
+            # only accepted when it agrees.
+            claims = auth.verify(session.token, self.config.auth.secret)
+            if session.customer_id != claims.customer_id:
+                raise auth.InvalidToken("the session token is for another customer")
+            if customer_profile(claims.customer_id) is None:
+                raise auth.InvalidToken("the session token names an unknown customer")
+        except auth.InvalidToken as exc:
+            log.warning("unauthorized", error=str(exc))
+            await _send_error(ws, ProtocolError(ErrorCode.UNAUTHORIZED, str(exc)))
+            await ws.close(CloseCode.POLICY_VIOLATION, "unauthorized")
+            return
         outbox = Outbox(self.config.server.outbox_events)
-        call = Call(self.services, session, customer_profile(session.customer_id), outbox)
+        call = Call(self.services, session, customer_profile(claims.customer_id), outbox)
         metrics.CALLS.inc()
         sender = asyncio.create_task(_send_loop(ws, outbox))
         watchdog = asyncio.create_task(_close_when_overflowed(ws, outbox))

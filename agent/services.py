@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from agent.asr.base import SpeechRecognizer
 from agent.audio.endpointer import EndpointerConfig
 from agent.audio.vad import SileroVAD
-from agent.config import ASRConfig, Config
+from agent.bank.backend import BankBackend
+from agent.config import PROJECT_ROOT, ASRConfig, BankConfig, Config
 from agent.understanding import Understander
 
 
@@ -35,6 +37,15 @@ def build_recognizer(config: ASRConfig) -> SpeechRecognizer:
     raise ValueError(f"unknown ASR backend {config.backend!r}; use 'embedded' or 'riva'")
 
 
+def build_bank(config: BankConfig) -> BankBackend:
+    """The embedded SQLite bank (the only backend so far); a relative path is under the
+    project root."""
+    from agent.bank.sqlite import SQLiteBank
+
+    path = Path(config.path)
+    return SQLiteBank(path if path.is_absolute() else PROJECT_ROOT / path)
+
+
 @dataclass
 class Services:
     config: Config
@@ -43,6 +54,7 @@ class Services:
     recognizer: SpeechRecognizer
     understander: Understander
     cpu_pool: ThreadPoolExecutor
+    bank: BankBackend | None = None  # set by build(); None only in hand-made Services
 
     @classmethod
     async def build(cls, config: Config) -> Services:
@@ -60,9 +72,14 @@ class Services:
             asyncio.to_thread(build_recognizer, config.asr),
             asyncio.to_thread(Understander.load),
         )
+        bank = await asyncio.to_thread(build_bank, config.bank)
         pool = ThreadPoolExecutor(config.server.cpu_workers, thread_name_prefix="cpu")
-        return cls(config, vad, endpointer, recognizer, understander, pool)
+        services = cls(config, vad, endpointer, recognizer, understander, pool)
+        services.bank = bank
+        return services
 
     async def aclose(self) -> None:
+        if self.bank:
+            self.bank.close()
         await self.recognizer.aclose()
         self.cpu_pool.shutdown(wait=False, cancel_futures=True)

@@ -2,12 +2,21 @@
 
     python -m clients.call FILE.wav [--url ws://127.0.0.1:8765] [--fast]
     python -m clients.call --text "what's my balance"
+    python -m clients.call --text "send 5000 yen to Ken Sato" --text "yes"   # a conversation
 
 Streams the file in 20 ms frames at real-time pace (``--fast``: as fast as the socket
 takes it), followed by trailing silence so the server's endpointer can end the turn,
 then ``session.end``. Every server event is printed as one JSON line; the last line is a
 summary of latencies measured from the caller's side, starting at the moment the frame
 holding the file's last speech sample was sent.
+
+Several ``--text`` turns make one conversation: each is sent once the reply to the one
+before is done (:func:`run_conversation` also takes audio turns).
+
+Identity: the session needs a signed token (``python -m agent token --customer ID``).
+Without ``--token`` the client mints a development token itself with the secret of the
+local configuration (configs/agent.toml, or ``AGENT_AUTH_SECRET``): convenient against
+a local server, useless against a server with a real secret.
 """
 
 from __future__ import annotations
@@ -25,6 +34,8 @@ import numpy as np
 import orjson
 from websockets.asyncio.client import connect
 
+from agent.auth import mint
+from agent.config import load_config
 from protocol.codecs import array_to_pcm16, mulaw_encode, resample
 
 FRAME_MS = 20
@@ -68,6 +79,10 @@ class CallResult:
                 return event, at
         return None
 
+    def replies(self) -> list[str]:
+        """The text of each completed reply, in order."""
+        return [e["text"] for e in self.events if e["type"] == "response.done"]
+
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": "summary", "events": len(self.events)}
         finals = [e["text"] for e in self.events if e["type"].endswith("transcription.completed")]
@@ -96,6 +111,12 @@ _SUMMARY_STAGES = {
 }
 
 
+def dev_token(customer_id: str) -> str:
+    """A token signed with the local configuration's secret (development servers)."""
+    config = load_config()
+    return mint(customer_id, config.auth.secret, ttl_s=config.auth.token_ttl_s)
+
+
 async def run_call(
     url: str,
     *,
@@ -110,8 +131,13 @@ async def run_call(
     on_event: Any = None,
     timeout_s: float = 60.0,
 ) -> CallResult:
-    """One call: stream ``audio`` (int16 at ``rate``) and/or typed ``texts``, then end."""
+    """One call: stream ``audio`` (int16 at ``rate``) and/or typed ``texts``, then end.
+
+    Without a ``token`` one is minted with the local secret (see :func:`dev_token`);
+    ``token=""`` sends none."""
     result = CallResult()
+    if token is None:
+        token = dev_token(customer_id)
     async with asyncio.timeout(timeout_s), connect(url, max_size=2**22, compression=None) as ws:
 
         async def receive() -> None:
@@ -131,7 +157,7 @@ async def run_call(
             "sample_rate": rate,
             "codec": codec,
             "customer_id": customer_id,
-            "token": token,
+            "token": token or None,
         }
         await ws.send(orjson.dumps(start).decode())
         for text in texts:
@@ -140,6 +166,88 @@ async def run_call(
             await _stream_audio(ws, audio, rate, codec, fast, tail_silence_s, result)
         await ws.send(orjson.dumps({"type": "session.end"}).decode())
         await reader
+    return result
+
+
+Turn = str | np.ndarray  # typed text, or int16 audio at the call's rate
+
+
+async def run_conversation(
+    url: str,
+    turns: list[Turn] | tuple[Turn, ...],
+    *,
+    rate: int = 16_000,
+    codec: str = "pcm16",
+    customer_id: str = "cust-001",
+    token: str | None = None,
+    fast: bool = True,
+    tail_silence_s: float = 1.5,
+    hang_up: bool = False,
+    on_event: Any = None,
+    turn_timeout_s: float = 60.0,
+) -> CallResult:
+    """Several turns in one session, each sent once the reply to the one before is done.
+
+    A turn is done when every turn the server has opened so far has its ``turn.metrics``
+    (or an ``error`` came). ``hang_up``: drop the connection right after sending the last
+    turn, without ``session.end`` and without waiting for the reply (a dropped call).
+    """
+    result = CallResult()
+    if token is None:
+        token = dev_token(customer_id)
+    changed = asyncio.Event()
+    async with connect(url, max_size=2**22, compression=None) as ws:
+
+        async def receive() -> None:
+            async for message in ws:
+                event = orjson.loads(message)
+                result.events.append(event)
+                result.received_at.append(time.monotonic())
+                if on_event:
+                    on_event(event)
+                if event["type"] == "session.ended":
+                    result.closed_cleanly = True
+                changed.set()
+
+        def settled(seen_before: int) -> bool:
+            new = result.events[seen_before:]
+            if any(e["type"] == "error" for e in new):
+                return True
+            opened = {e["turn"] for e in result.events if "turn" in e}
+            done = {e["turn"] for e in result.events if e["type"] == "turn.metrics"}
+            return any(e["type"] == "turn.metrics" for e in new) and opened <= done
+
+        reader = asyncio.create_task(receive())
+        try:
+            start = {
+                "type": "session.start",
+                "protocol": 1,
+                "sample_rate": rate,
+                "codec": codec,
+                "customer_id": customer_id,
+                "token": token or None,
+            }
+            await ws.send(orjson.dumps(start).decode())
+            for index, turn in enumerate(turns):
+                seen = len(result.events)
+                if isinstance(turn, str):
+                    await ws.send(orjson.dumps({"type": "input_text", "text": turn}).decode())
+                else:
+                    await _stream_audio(ws, turn, rate, codec, fast, tail_silence_s, result)
+                if hang_up and index == len(turns) - 1:
+                    ws.transport.abort()  # no close handshake: the line just drops
+                    return result
+                async with asyncio.timeout(turn_timeout_s):
+                    while not settled(seen):
+                        if reader.done():
+                            return result  # the server closed the call
+                        changed.clear()
+                        await changed.wait()
+            await ws.send(orjson.dumps({"type": "session.end"}).decode())
+            async with asyncio.timeout(turn_timeout_s):
+                await reader
+        finally:
+            reader.cancel()
     return result
 
 
@@ -181,7 +289,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--rate", type=int, default=16_000, help="sample rate to send at")
     parser.add_argument("--codec", choices=("pcm16", "mulaw"), default="pcm16")
     parser.add_argument("--customer", default="cust-001", help="customer id of the caller")
-    parser.add_argument("--token", default=None, help="session token")
+    parser.add_argument(
+        "--token",
+        default=None,
+        help="session token (python -m agent token); default: a dev token from the local secret",
+    )
     parser.add_argument(
         "--tail-silence", type=float, default=1.5, help="seconds of silence sent after the file"
     )
@@ -201,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     def show(event: dict[str, Any]) -> None:
         print(orjson.dumps(event).decode(), flush=True)
 
+    if len(args.text) > 1 and audio is None:
+        return _conversation_main(args, show)
     try:
         result = asyncio.run(
             run_call(
@@ -215,6 +329,26 @@ def main(argv: list[str] | None = None) -> int:
                 tail_silence_s=args.tail_silence,
                 on_event=show,
                 timeout_s=args.timeout,
+            )
+        )
+    except (OSError, TimeoutError) as exc:
+        print(f"call failed: {exc!r}", file=sys.stderr)
+        return 1
+    show(result.summary())
+    return 0 if result.closed_cleanly and "errors" not in result.summary() else 1
+
+
+def _conversation_main(args: argparse.Namespace, show: Any) -> int:
+    """Typed turns as one conversation, each after the reply to the one before."""
+    try:
+        result = asyncio.run(
+            run_conversation(
+                args.url,
+                args.text,
+                customer_id=args.customer,
+                token=args.token,
+                on_event=show,
+                turn_timeout_s=args.timeout,
             )
         )
     except (OSError, TimeoutError) as exc:

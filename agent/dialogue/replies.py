@@ -1,8 +1,9 @@
 """Spoken-style read-back of what was understood, as short phrases.
 
 Phrases are sent as response deltas one by one, so a speech synthesiser can start on
-the first. This is the read-back the dialogue layer builds on; it never claims an
-action happened.
+the first. :func:`reply_phrases` is the context-free read-back of one understanding (it never
+claims an action happened); the dialogue (agent/dialogue/state.py) builds its replies
+from :func:`spoken_money` and :func:`currency_name`.
 """
 
 from __future__ import annotations
@@ -17,11 +18,29 @@ _EXPONENT = {"JPY": 0, "KRW": 0}
 _CURRENCY_WORDS = {"GBP": "pounds", "USD": "dollars", "EUR": "euros", "JPY": "yen"}
 
 
+_SINGULAR = {"GBP": "pound", "USD": "dollar", "EUR": "euro", "JPY": "yen"}
+# Currencies the caller might name that the bank does not hold: for refusals.
+_OTHER_CURRENCIES = {
+    "CHF": "Swiss francs", "AUD": "Australian dollars", "CAD": "Canadian dollars",
+    "CNY": "yuan", "KRW": "won", "INR": "rupees", "SGD": "Singapore dollars",
+    "HKD": "Hong Kong dollars", "NZD": "New Zealand dollars", "SEK": "Swedish kronor",
+}  # fmt: skip
+
+
+def currency_name(currency: str | None) -> str:
+    """'pounds', 'yen', 'Swiss francs'; the code itself for one we have no word for."""
+    code = currency or ""
+    return _CURRENCY_WORDS.get(code) or _OTHER_CURRENCIES.get(code) or code or "that currency"
+
+
 def spoken_money(minor: int, currency: str | None) -> str:
     exponent = _EXPONENT.get(currency or "", 2)
     units, cents = divmod(abs(minor), 10**exponent) if exponent else (abs(minor), 0)
     amount = f"{units:,}" + (f".{cents:0{exponent}d}" if cents else "")
-    word = _CURRENCY_WORDS.get(currency or "", currency or "")
+    if units == 1 and not cents and currency in _SINGULAR:
+        word = _SINGULAR[currency]
+    else:
+        word = _CURRENCY_WORDS.get(currency or "", currency or "")
     return f"{'minus ' if minor < 0 else ''}{amount} {word}".strip()
 
 
