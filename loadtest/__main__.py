@@ -74,7 +74,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--target-ms", type=float, default=500.0, help="p95 target for the sweep")
     run.add_argument(
-        "--keep-going", action="store_true", help="sweep every level even past the target"
+        "--keep-going",
+        action="store_true",
+        help="sweep every level, even past one where the server is overloaded "
+        "(p95 over 5x the target or over 10%% of turns failed)",
     )
     run.add_argument(
         "--cores",
@@ -87,6 +90,12 @@ def _parser() -> argparse.ArgumentParser:
         "--grace", type=float, default=45.0, help="after --duration, calls may finish this long"
     )
     run.add_argument("--max-calls", type=int, default=None, help="cap on calls per level")
+    run.add_argument(
+        "--min-turns",
+        type=int,
+        default=0,
+        help="keep a level going past --duration (up to 4x) until this many turns were made",
+    )
     run.add_argument("--turn-timeout", type=float, default=15.0, help="seconds for a reply")
     run.add_argument(
         "--conversations",
@@ -95,18 +104,37 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--warmup", type=int, default=1, help="unrecorded calls per server first")
     run.add_argument("--seed", type=int, default=0, help="random seed for arrivals and scripts")
+    run.add_argument("--customer", default="cust-001", help="customer the bots call as")
+    run.add_argument(
+        "--token",
+        default=None,
+        help="session token for --customer (python -m agent token); default: a development "
+        "token signed with the local configuration's secret",
+    )
     run.add_argument("--out", type=Path, default=None, help="report folder")
     run.add_argument("--no-html", action="store_true", help="JSON report only")
     return parser
 
 
-def _modes(args: argparse.Namespace) -> list[Mode]:
+def _token(args: argparse.Namespace) -> str | None:
+    if args.token:
+        return args.token
+    try:
+        from clients.call import dev_token
+    except ImportError:  # a server without signed tokens
+        return None
+    return dev_token(args.customer)
+
+
+def _modes(args: argparse.Namespace, out: Path) -> list[Mode]:
     if args.url:
         modes = [Mode("decomposed", url=args.url, note="given by --url")]
         if args.baseline_url and not args.no_baseline:
             modes.append(Mode("sequential", url=args.baseline_url, note="given by --baseline-url"))
         return modes
-    return local_modes(not args.no_baseline, tuple(args.server_flag))
+    return local_modes(
+        not args.no_baseline, tuple(args.server_flag), bank_dir=(out / "bank").resolve()
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,13 +146,17 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or PROJECT_ROOT / "var" / "loadtest" / time.strftime(
         "%Y%m%dT%H%M%SZ", time.gmtime()
     )
-    modes = _modes(args)
-    bot = BotOptions(turn_timeout_s=args.turn_timeout)
+    (out / "bank").mkdir(parents=True, exist_ok=True)
+    modes = _modes(args, out)
+    bot = BotOptions(
+        turn_timeout_s=args.turn_timeout, customer_id=args.customer, token=_token(args)
+    )
     options = LevelOptions(
         duration_s=args.duration,
         jitter_s=args.jitter,
         grace_s=args.grace,
         max_calls=args.max_calls,
+        min_turns=args.min_turns,
         bot=bot,
     )
     plan = RunPlan(
@@ -134,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         conversation_names=args.conversations.split(",") if args.conversations else None,
         warmup_calls=args.warmup,
         seed=args.seed,
-        stop_above_target_ms=None if (args.keep_going or not args.sweep) else args.target_ms,
+        stop_p95_ms=None if args.keep_going else 5 * args.target_ms,
     )
     cores = args.cores or (None if args.url else len(os.sched_getaffinity(0)))
     try:
@@ -143,7 +175,13 @@ def main(argv: list[str] | None = None) -> int:
         results = uvloop.run(execute(plan, log=lambda m: print(m, file=sys.stderr, flush=True)))
     except ImportError:
         results = asyncio.run(execute(plan))
-    command = "python -m loadtest " + shlex.join(sys.argv[1:] if argv is None else argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    for i, word in enumerate(words):  # a token is a credential: keep it out of the report
+        if word.startswith("--token="):
+            words[i] = "--token=<redacted>"
+        elif i and words[i - 1] == "--token":
+            words[i] = "<redacted>"
+    command = "python -m loadtest " + shlex.join(words)
     report = build_report(
         results,
         modes,
@@ -153,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         options={
             "levels": levels,
             "duration_s": args.duration,
+            "min_turns": args.min_turns,
             "jitter_s": args.jitter,
             "grace_s": args.grace,
             "turn_timeout_s": args.turn_timeout,

@@ -61,6 +61,7 @@ class BotOptions:
     connect_timeout_s: float = 10.0
     end_timeout_s: float = 15.0  # session.end -> session.ended
     customer_id: str = "cust-001"
+    token: str | None = None  # signed session token (python -m agent token)
 
 
 @dataclass
@@ -266,6 +267,7 @@ async def _call(
                 "sample_rate": RATE,
                 "codec": "pcm16",
                 "customer_id": options.customer_id,
+                "token": options.token,
             }
             await ws.send(orjson.dumps(start).decode())
             async with asyncio.timeout(options.connect_timeout_s):
@@ -273,7 +275,7 @@ async def _call(
                     line.changed.clear()
                     await line.changed.wait()
             if not any(e["type"] == "session.created" for e in line.events):
-                record.settle("rejected", "rejected")  # server_busy and the like
+                record.settle("rejected", "rejected")  # server_busy, unauthorized, ...
                 return
             line.began = time.monotonic()
             await line.silence(options.lead_silence_s)

@@ -33,6 +33,8 @@ SERVER_STAGES = (
 # A level passes when p95 of this stage is under the target and few turns failed.
 TARGET_STAGE = "understanding"
 MAX_FAILED_TURN_SHARE = 0.01
+# Capacity is also reported at these targets, so a run shows the whole curve.
+CAPACITY_TARGETS_MS = (500.0, 750.0, 1000.0, 1500.0, 2000.0)
 
 
 def percentiles(values: list[float]) -> dict[str, Any]:
@@ -87,6 +89,20 @@ def summarize_level(result: LevelResult) -> dict[str, Any]:
         "client_ms": _stage_table(turns, "client_ms", tuple(CLIENT_STAGES)),
         "server_ms": _stage_table(turns, "server_ms", SERVER_STAGES),
         "by_path": by_path,
+        "by_audio": {
+            audio: {
+                "n": len(chosen),
+                **{
+                    f"{stage}_p50": percentiles(
+                        [t["client_ms"][stage] for t in chosen if stage in t["client_ms"]]
+                    ).get("p50")
+                    for stage in ("speech_stopped", "understanding")
+                },
+                "transcripts": sorted({str(t["transcript"]) for t in chosen})[:3],
+            }
+            for audio in sorted({t["audio"] for t in ok})
+            if (chosen := [t for t in ok if t["audio"] == audio])
+        },
         "server_process": result.server_process,
         "loadgen": {
             "cpu_cores_avg": result.loadgen_cpu_cores,
@@ -107,6 +123,16 @@ def _passes(level: dict[str, Any], target_ms: float) -> bool:
         and share is not None
         and (share <= MAX_FAILED_TURN_SHARE)
     )
+
+
+def _capacity(levels: list[dict[str, Any]], target_ms: float) -> int:
+    """Highest concurrency that meets the target with every lower level meeting it too."""
+    best = 0
+    for level in levels:
+        if not _passes(level, target_ms):
+            break
+        best = level["concurrency"]
+    return best
 
 
 def _git_revision() -> str | None:
@@ -141,14 +167,9 @@ def build_report(
     for level in levels:
         level["passes_target"] = _passes(level, target_ms)
     primary = modes[0].name if modes else None
-    passing = [lv["concurrency"] for lv in levels if lv["mode"] == primary and lv["passes_target"]]
-    # Highest level that passes with every lower level tested also passing.
-    tested = sorted(lv["concurrency"] for lv in levels if lv["mode"] == primary)
-    best = 0
-    for level in tested:
-        if level not in passing:
-            break
-        best = level
+    own = sorted((lv for lv in levels if lv["mode"] == primary), key=lambda lv: lv["concurrency"])
+    best = _capacity(own, target_ms)
+    floor = own[0]["client_ms"][TARGET_STAGE] if own else {}
     summary: dict[str, Any] = {
         "target": f"p95 end of speech -> {TARGET_STAGE} <= {target_ms:g} ms "
         f"and at most {MAX_FAILED_TURN_SHARE:.0%} of turns failed",
@@ -157,6 +178,18 @@ def build_report(
         "max_concurrency_under_target": best,
         "cores": cores,
         "calls_per_core": round(best / cores, 2) if cores else None,
+        "floor": {
+            "concurrency": own[0]["concurrency"] if own else None,
+            **{p: floor.get(p) for p in ("p50", "p95", "p99")},
+        },
+        "capacity": [
+            {
+                "target_ms": t,
+                "max_concurrency": (n := _capacity(own, t)),
+                "calls_per_core": round(n / cores, 2) if cores else None,
+            }
+            for t in sorted({target_ms, *CAPACITY_TARGETS_MS})
+        ],
         "ratios": _ratios(levels),
     }
     return {

@@ -69,16 +69,27 @@ def serve_help() -> str:
     return done.stdout
 
 
-def local_modes(baseline: bool, extra_flags: tuple[str, ...] = ()) -> list[Mode]:
+def local_modes(
+    baseline: bool, extra_flags: tuple[str, ...] = (), bank_dir: Path | None = None
+) -> list[Mode]:
+    """The servers to start. Each gets its own fresh embedded bank under ``bank_dir``
+    (bots move money: a run must neither touch the development bank nor let the two
+    servers share one)."""
     help_text = serve_help()
     overlap = "--pipeline.overlap" in help_text
+
+    def bank(name: str) -> tuple[str, ...]:
+        if bank_dir is None or "--bank.path" not in help_text:
+            return ()
+        return ("--bank.path", str(bank_dir / f"{name}.sqlite3"))
+
     decomposed = ("--vad.adaptive", "true")
     if overlap:
         decomposed += ("--pipeline.overlap", "true")
     modes = [
         Mode(
             "decomposed",
-            decomposed + extra_flags,
+            decomposed + bank("decomposed") + extra_flags,
             note="defaults: understanding overlapped with ASR partials, adaptive end of turn",
         )
     ]
@@ -91,7 +102,7 @@ def local_modes(baseline: bool, extra_flags: tuple[str, ...] = ()) -> list[Mode]
         else:
             note += "; this server has no --pipeline.overlap switch, so partials are still "
             note += "understood ahead (the baseline only loses adaptive endpointing)"
-        modes.append(Mode("sequential", sequential + extra_flags, note=note))
+        modes.append(Mode("sequential", sequential + bank("sequential") + extra_flags, note=note))
     modes.extend(llm_modes(help_text, extra_flags))
     return modes
 
@@ -177,6 +188,9 @@ class LevelOptions:
     gap_s: tuple[float, float] = (0.2, 1.5)  # between two calls of a slot
     grace_s: float = 45.0  # after duration_s: calls in flight may finish, then cancelled
     max_calls: int | None = None  # total calls started in the level
+    # Keep starting calls past duration_s until this many turns were scripted (p95 needs
+    # a few dozen samples), but never past 4 x duration_s.
+    min_turns: int = 0
     bot: BotOptions = field(default_factory=BotOptions)
 
 
@@ -201,16 +215,26 @@ async def run_level(
     pid: int | None = None,
     seed: int = 0,
 ) -> LevelResult:
-    rng = random.Random(f"{seed}-{mode}-{concurrency}")
+    # Seeded by level, not by mode: every mode replays the same conversations in the
+    # same order from each slot, so their latencies compare like with like.
+    rng = random.Random(f"{seed}-{concurrency}")
     calls: list[CallRecord] = []
     began = time.monotonic()
     deadline = began + options.duration_s
+    longest = began + options.duration_s * (4 if options.min_turns else 1)
+
+    def more() -> bool:
+        now = time.monotonic()
+        if now >= longest:
+            return False
+        return now < deadline or sum(len(c.turns) for c in calls) < options.min_turns
+
     cpu0 = _self_cpu()
 
     async def slot(index: int) -> None:
         slot_rng = random.Random(rng.random())
         await asyncio.sleep(slot_rng.uniform(0, options.jitter_s))
-        while time.monotonic() < deadline:
+        while more():
             if options.max_calls is not None and len(calls) >= options.max_calls:
                 return
             record = CallRecord(
@@ -227,7 +251,7 @@ async def run_level(
     sampler = ProcSampler(pid) if pid else None
     sampling = asyncio.create_task(sampler.run()) if sampler else None
     tasks = [asyncio.create_task(slot(i)) for i in range(concurrency)]
-    hard_stop = options.duration_s + options.grace_s + options.jitter_s
+    hard_stop = (longest - began) + options.grace_s + options.jitter_s
     _done, pending = await asyncio.wait(tasks, timeout=hard_stop)
     for task in pending:
         task.cancel()
@@ -259,8 +283,17 @@ class RunPlan:
     conversation_names: list[str] | None = None
     warmup_calls: int = 1
     seed: int = 0
-    stop_above_target_ms: float | None = None  # sweep: stop after the first failing level
+    # Sweep: stop after a level where the first mode is overloaded - p95 of the target
+    # stage over stop_p95_ms or more than stop_failed_share of its turns failed - since
+    # higher levels would only be slower (and load a shared machine for nothing).
+    stop_p95_ms: float | None = None
+    stop_failed_share: float = 0.1
     target_stage: str = "understanding"
+
+
+def _failed_share(result: LevelResult) -> float:
+    turns = [t for c in result.calls for t in c.turns]
+    return sum(t.status != "ok" for t in turns) / len(turns) if turns else 1.0
 
 
 def _level_p95(result: LevelResult, stage: str) -> float | None:
@@ -295,7 +328,7 @@ async def execute(plan: RunPlan, log: Callable[[str], None] = print) -> list[Lev
                 )
                 log(f"warm-up call on {mode.name}: {warm.status}")
         for level in plan.levels:
-            failed = False
+            overloaded = False
             for mode in plan.modes:
                 assert mode.url
                 log(f"{mode.name}: {level} concurrent calls for {plan.options.duration_s:g} s")
@@ -311,12 +344,18 @@ async def execute(plan: RunPlan, log: Callable[[str], None] = print) -> list[Lev
                 results.append(result)
                 p95 = _level_p95(result, plan.target_stage)
                 turns = sum(len(c.turns) for c in result.calls)
-                log(f"  {len(result.calls)} calls, {turns} turns, p95 {plan.target_stage} {p95} ms")
-                if mode is plan.modes[0] and plan.stop_above_target_ms is not None:
-                    failed = p95 is None or p95 > plan.stop_above_target_ms
+                failed = _failed_share(result)
+                log(
+                    f"  {len(result.calls)} calls, {turns} turns ({failed:.0%} failed), "
+                    f"p95 end of speech -> {plan.target_stage} {p95} ms"
+                )
+                if mode is plan.modes[0] and plan.stop_p95_ms is not None:
+                    overloaded = (
+                        p95 is None or p95 > plan.stop_p95_ms or failed > plan.stop_failed_share
+                    )
                 await asyncio.sleep(1.0)  # let the server drain between levels
-            if failed:
-                log(f"p95 over {plan.stop_above_target_ms:g} ms at {level} calls: sweep stops")
+            if overloaded and level != plan.levels[-1]:
+                log(f"overloaded at {level} calls: the sweep stops here")
                 break
     finally:
         for mode in plan.modes:
