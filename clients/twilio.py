@@ -37,6 +37,7 @@ class TwilioResult:
     first_media_at: list[float] = field(default_factory=list)  # first media after speech
     speech_end_sent_at: list[float] = field(default_factory=list)
     speech_start_sent_at: list[float] = field(default_factory=list)
+    cleared_audio_s: float = 0.0  # reply audio dropped unplayed by clear (barge-in)
 
     @property
     def audio(self) -> np.ndarray:
@@ -50,6 +51,7 @@ class TwilioResult:
             "reply_audio_s": round(len(self.audio) / RATE, 2),
             "marks_heard": len(self.marks),
             "clears": len(self.clears),
+            "cleared_audio_s": round(self.cleared_audio_s, 2),
         }
         firsts = [
             round((media - end) * 1000, 1)
@@ -96,7 +98,12 @@ class _Playback:
         with contextlib.suppress(ConnectionClosed):  # the call may have ended meanwhile
             await self._ws.send(message)
 
+    def idle_for(self) -> float:
+        """Seconds since the queued audio finished playing (negative while playing)."""
+        return time.monotonic() - self._end
+
     def clear(self) -> None:
+        self._result.cleared_audio_s += max(self._end - time.monotonic(), 0.0)
         for handle in self._marks:
             handle.cancel()  # cleared audio is never heard: no echo for its marks
         self._marks.clear()
@@ -218,6 +225,17 @@ async def run_twilio_call(
                 if delay > 0:
                     await asyncio.sleep(delay)
 
+        async def listen(since: float, limit_s: float = 15.0) -> None:
+            """Keep the line open (sending silence) until the agent's reply after
+            ``since`` has played out, as a caller waits for an answer."""
+            give_up = time.monotonic() + limit_s
+            frame = np.zeros(FRAME, dtype=np.int16)
+            while time.monotonic() < give_up:
+                answered = result.first_media_at and result.first_media_at[-1] >= since
+                if answered and playback.idle_for() > 0.6:
+                    return
+                await stream(frame)
+
         deadline = None if hang_up_after_s is None else time.monotonic() + hang_up_after_s
         for index, utterance in enumerate(utterances):
             audio = resample(utterance, rate, RATE)
@@ -241,10 +259,14 @@ async def run_twilio_call(
                 await stream(silence[: int(barge_in_after_s * RATE)])
             else:
                 await stream(silence, deadline)
+        if utterances and hang_up_after_s is None:
+            await listen(result.speech_end_sent_at[-1])
         for digit in dtmf:
             await send({"event": "dtmf", "dtmf": {"track": "inbound_track", "digit": digit}})
         if dtmf:
+            pressed = time.monotonic()
             await stream(np.zeros(int(gap_s * RATE), dtype=np.int16))
+            await listen(pressed)
         await send({"event": "stop", "stop": {"accountSid": "AC", "callSid": "CA"}})
         await asyncio.sleep(0.2)
         await ws.close()
