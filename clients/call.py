@@ -297,13 +297,19 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--tail-silence", type=float, default=1.5, help="seconds of silence sent after the file"
     )
+    parser.add_argument(
+        "--twilio",
+        action="store_true",
+        help="call through the telephony bridge (Twilio Media Streams)",
+    )
+    parser.add_argument("--dtmf", default="", help="--twilio: keys to press after the audio")
     parser.add_argument("--timeout", type=float, default=120.0, help="give up after this long")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.wav is None and not args.text:
+    if args.wav is None and not args.text and not args.dtmf:
         _parser().error("give a wav file, --text, or both")
     audio = None
     if args.wav is not None:
@@ -313,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     def show(event: dict[str, Any]) -> None:
         print(orjson.dumps(event).decode(), flush=True)
 
+    if args.twilio:
+        return _twilio_main(args, audio)
     if len(args.text) > 1 and audio is None:
         return _conversation_main(args, show)
     try:
@@ -336,6 +344,37 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     show(result.summary())
     return 0 if result.closed_cleanly and "errors" not in result.summary() else 1
+
+
+def _twilio_main(args: argparse.Namespace, audio: np.ndarray | None) -> int:
+    """The same call over the telephony bridge: mu-law 8 kHz, spoken reply back."""
+    from clients.twilio import run_twilio_call
+
+    def show(message: dict[str, Any]) -> None:
+        if message.get("event") == "media":  # audio: print its size, not its bytes
+            size = len(message["media"]["payload"]) * 3 // 4
+            message = {**message, "media": {"payload_bytes": size}}
+        print(orjson.dumps(message).decode(), flush=True)
+
+    utterances = [audio] if audio is not None else []
+    try:
+        result = asyncio.run(
+            run_twilio_call(
+                args.url,
+                utterances,
+                rate=args.rate,
+                customer_id=args.customer,
+                token=args.token,
+                dtmf=args.dtmf,
+                on_message=show,
+                timeout_s=args.timeout,
+            )
+        )
+    except (OSError, TimeoutError) as exc:
+        print(f"call failed: {exc!r}", file=sys.stderr)
+        return 1
+    print(orjson.dumps(result.summary()).decode(), flush=True)
+    return 0 if result.reply_audio else 1
 
 
 def _conversation_main(args: argparse.Namespace, show: Any) -> int:
