@@ -35,6 +35,8 @@ LEAD_SILENCE_S = 0.3
 TRAIL_SILENCE_S = 0.2
 ROOT = Path(__file__).resolve().parents[1]
 OUT_DIR = ROOT / "tests" / "fixtures" / "speech"
+# Where the two real recordings were taken from (the development machine's shared data);
+# they are committed under real/, so this is only needed to refresh them.
 REAL_SRC = Path("/work/shared/data/speech")
 
 
@@ -224,8 +226,12 @@ def main() -> None:
         )
         print(f"{fname:32s} {rows[-1]['duration_s']:5.2f}s  {utt.text}")
     (out_dir / "transcripts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    if not args.skip_real:
-        _copy_real(out_dir)
+    if args.skip_real:
+        return
+    if not (REAL_SRC / "transcripts.jsonl").exists():
+        print(f"{REAL_SRC} not found: keeping the committed real/ recordings")
+        return
+    _copy_real(out_dir)
 
 
 if __name__ == "__main__":
