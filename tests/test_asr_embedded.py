@@ -148,6 +148,9 @@ async def test_real_off_domain_recordings_go_to_whisper(recognizer: EmbeddedReco
         final = hyps[-1]
         assert final.source == "whisper", (row["audio"], final)
         assert final.confidence is not None and 0.0 < final.confidence <= 1.0
+        # Partials come from sphinx; late ones already flag the speech as off-domain.
+        late = [h.confidence for h in hyps[:-1] if h.confidence is not None][-3:]
+        assert late and max(late) < 0.6, late
         # Whisper tiny.en: ~0-5% here; the domain decoder alone is ~80%.
         assert word_error_rate(row["transcript"], final.text) <= 0.2, final.text
 
@@ -181,6 +184,8 @@ async def test_partials_precede_one_final_with_sane_offsets(
     assert final.words[0].start_sample >= offset + int(0.2 * 16_000)
     assert all(offset <= w.start_sample < w.end_sample <= final.end_sample for w in final.words)
     assert 0.0 <= (final.confidence or 0.0) <= 1.0
+    assert all(p.confidence is None or 0.0 <= p.confidence <= 1.0 for p in partials)
+    assert partials[-1].confidence is not None and partials[-1].confidence >= 0.6
 
 
 async def test_aclose_mid_utterance_returns_promptly_and_call_continues(

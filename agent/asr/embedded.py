@@ -171,7 +171,15 @@ class SphinxSession:
     def _current(self, generation: int) -> bool:
         return self._active and generation == self._generation
 
-    def process(self, generation: int, pcm: bytes, want_hyp: bool) -> str | None:
+    def process(
+        self, generation: int, pcm: bytes, want_hyp: bool
+    ) -> tuple[str, float | None] | None:
+        """Decode ``pcm``; if asked, return the partial text and its confidence.
+
+        Mid-utterance there is no lattice, so the partial's confidence is only the
+        share of words with n-gram context (low for off-domain speech after ~1.5 s,
+        None while there are too few words to tell).
+        """
         with self._lock:
             if not self._current(generation):
                 return None
@@ -181,7 +189,16 @@ class SphinxSession:
             if not want_hyp:
                 return None
             hyp = self._decoder.hyp()
-            return hyp.hypstr if hyp is not None else ""
+            if hyp is None:
+                return "", None
+            words = [
+                s.lback
+                for s in self._decoder.seg()
+                if s.word not in _FILLERS and not s.word.startswith("[")
+            ]
+        later = words[1:]
+        confidence = 1.0 - sum(1 for b in later if b <= 1) / len(later) if len(later) >= 2 else None
+        return hyp.hypstr, confidence
 
     def abandon(self, generation: int) -> None:
         with self._lock:
@@ -583,14 +600,19 @@ class EmbeddedUtteranceStream:
                         self._audio_samples += n
                         since_partial += n
                         want = since_partial >= owner.partial_interval_samples and not finished
-                        text = await self._in_pool(
+                        step = await self._in_pool(
                             owner.sphinx_pool, session.process, generation, pcm, want
                         )
-                        if want:
+                        if step is not None:
                             since_partial = 0
+                            text, confidence = step
                             if text and text != last_text:
                                 last_text = text
-                                self._publish(partial=self._hypothesis(text, final=False))
+                                self._publish(
+                                    partial=self._hypothesis(
+                                        text, final=False, confidence=confidence
+                                    )
+                                )
                     if finished:
                         break
                 start = self._start_sample or 0
