@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import orjson
 from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
 
 from agent.auth import mint
 from agent.config import load_config
@@ -207,6 +208,93 @@ async def run_conversation(
                     on_event(event)
                 if event["type"] == "session.ended":
                     result.closed_cleanly = True
+                changed.set()
+
+        def settled(seen_before: int) -> bool:
+            new = result.events[seen_before:]
+            if any(e["type"] == "error" for e in new):
+                return True
+            opened = {e["turn"] for e in result.events if "turn" in e}
+            done = {e["turn"] for e in result.events if e["type"] == "turn.metrics"}
+            return any(e["type"] == "turn.metrics" for e in new) and opened <= done
+
+        reader = asyncio.create_task(receive())
+        try:
+            start = {
+                "type": "session.start",
+                "protocol": 1,
+                "sample_rate": rate,
+                "codec": codec,
+                "customer_id": customer_id,
+                "token": token or None,
+            }
+            await ws.send(orjson.dumps(start).decode())
+            for index, turn in enumerate(turns):
+                seen = len(result.events)
+                if isinstance(turn, str):
+                    await ws.send(orjson.dumps({"type": "input_text", "text": turn}).decode())
+                else:
+                    await _stream_audio(ws, turn, rate, codec, fast, tail_silence_s, result)
+                if hang_up and index == len(turns) - 1:
+                    ws.transport.abort()  # no close handshake: the line just drops
+                    return result
+                async with asyncio.timeout(turn_timeout_s):
+                    while not settled(seen):
+                        if reader.done():
+                            return result  # the server closed the call
+                        changed.clear()
+                        await changed.wait()
+            await ws.send(orjson.dumps({"type": "session.end"}).decode())
+            async with asyncio.timeout(turn_timeout_s):
+                await reader
+        finally:
+            reader.cancel()
+    return result
+
+
+Turn = str | np.ndarray  # typed text, or int16 audio at the call's rate
+
+
+async def run_conversation(
+    url: str,
+    turns: list[Turn] | tuple[Turn, ...],
+    *,
+    rate: int = 16_000,
+    codec: str = "pcm16",
+    customer_id: str = "cust-001",
+    token: str | None = None,
+    fast: bool = True,
+    tail_silence_s: float = 1.5,
+    hang_up: bool = False,
+    on_event: Any = None,
+    turn_timeout_s: float = 60.0,
+) -> CallResult:
+    """Several turns in one session, each sent once the reply to the one before is done.
+
+    A turn is done when every turn the server has opened so far has its ``turn.metrics``
+    (or an ``error`` came). ``hang_up``: drop the connection right after sending the last
+    turn, without ``session.end`` and without waiting for the reply (a dropped call).
+    """
+    result = CallResult()
+    if token is None:
+        token = dev_token(customer_id)
+    changed = asyncio.Event()
+    async with connect(url, max_size=2**22, compression=None) as ws:
+
+        async def receive() -> None:
+            try:
+                async for message in ws:
+                    event = orjson.loads(message)
+                    result.events.append(event)
+                    result.received_at.append(time.monotonic())
+                    if on_event:
+                        on_event(event)
+                    if event["type"] == "session.ended":
+                        result.closed_cleanly = True
+                    changed.set()
+            except ConnectionClosed:
+                pass  # the server went away: what came before it is the result
+            finally:
                 changed.set()
 
         def settled(seen_before: int) -> bool:
