@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import orjson
 
+from agent.bank.directory import CustomerProfile, customer_profile
+
 VERSION = "v1"
 MAX_TOKEN_CHARS = 4096
 
@@ -79,3 +81,15 @@ def verify(token: str | None, secret: str, *, now: float | None = None) -> Claim
     if expires <= (time.time() if now is None else now):
         raise InvalidToken("the session token has expired")
     return Claims(customer_id, expires)
+
+
+def identify(token: str | None, claimed_customer_id: str | None, secret: str) -> CustomerProfile:
+    """The caller of a session, whatever the transport: whoever the signed token names.
+    A customer id the client also states is accepted only when it agrees."""
+    claims = verify(token, secret)
+    if claimed_customer_id and claimed_customer_id != claims.customer_id:
+        raise InvalidToken("the session token is for another customer")
+    profile = customer_profile(claims.customer_id)
+    if profile is None:
+        raise InvalidToken("the session token names an unknown customer")
+    return profile

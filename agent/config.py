@@ -80,6 +80,20 @@ class ASRConfig:
 
 
 @dataclass(frozen=True)
+class TTSConfig:
+    backend: str = _opt(
+        "piper", "voice for spoken replies: 'piper' (CPU, offline), 'riva', or 'none'"
+    )
+    lead_ms: int = _opt(
+        300, "audio sent ahead of real time; a barge-in cannot take back more than this"
+    )
+    piper_threads: int = _opt(2, "piper: concurrent phrase syntheses across all calls")
+    riva_uri: str = _opt("localhost:50051", "riva: gRPC address of the Riva TTS server")
+    riva_voice: str = _opt("", "riva: voice name (empty: the server's default)")
+    riva_language: str = _opt("en-US", "riva: language code")
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     overlap: bool = _opt(
         True,
@@ -122,6 +136,7 @@ class Config:
     server: ServerConfig = field(default_factory=ServerConfig)
     vad: VADConfig = field(default_factory=VADConfig)
     asr: ASRConfig = field(default_factory=ASRConfig)
+    tts: TTSConfig = field(default_factory=TTSConfig)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     log: LogConfig = field(default_factory=LogConfig)
     bank: BankConfig = field(default_factory=BankConfig)

@@ -20,11 +20,11 @@ from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 
 from agent import auth, metrics
-from agent.bank.directory import customer_profile
 from agent.config import Config
 from agent.log import get_logger
 from agent.pipeline import Call, Outbox, SlowConsumer
 from agent.services import Services
+from agent.transports.twilio import serve_twilio
 from protocol import events
 from protocol.events import ErrorCode, ProtocolError
 
@@ -91,7 +91,10 @@ class AgentServer:
         self.active_calls += 1
         metrics.ACTIVE_CALLS.inc()
         try:
-            await self._call(ws)
+            if ws.request is not None and ws.request.path.startswith("/twilio"):
+                await serve_twilio(ws, self.services)
+            else:
+                await self._call(ws)
         finally:
             self.active_calls -= 1
             metrics.ACTIVE_CALLS.dec()
@@ -101,20 +104,14 @@ class AgentServer:
         if session is None:
             return
         try:
-            # The customer is whoever the signed token names; the customer_id field is
-            # only accepted when it agrees.
-            claims = auth.verify(session.token, self.config.auth.secret)
-            if session.customer_id != claims.customer_id:
-                raise auth.InvalidToken("the session token is for another customer")
-            if customer_profile(claims.customer_id) is None:
-                raise auth.InvalidToken("the session token names an unknown customer")
+            profile = auth.identify(session.token, session.customer_id, self.config.auth.secret)
         except auth.InvalidToken as exc:
             log.warning("unauthorized", error=str(exc))
             await _send_error(ws, ProtocolError(ErrorCode.UNAUTHORIZED, str(exc)))
             await ws.close(CloseCode.POLICY_VIOLATION, "unauthorized")
             return
         outbox = Outbox(self.config.server.outbox_events)
-        call = Call(self.services, session, customer_profile(claims.customer_id), outbox)
+        call = Call(self.services, session, profile, outbox)
         metrics.CALLS.inc()
         sender = asyncio.create_task(_send_loop(ws, outbox))
         watchdog = asyncio.create_task(_close_when_overflowed(ws, outbox))

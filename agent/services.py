@@ -11,7 +11,8 @@ from agent.asr.base import SpeechRecognizer
 from agent.audio.endpointer import EndpointerConfig
 from agent.audio.vad import SileroVAD
 from agent.bank.backend import BankBackend
-from agent.config import PROJECT_ROOT, ASRConfig, BankConfig, Config
+from agent.config import PROJECT_ROOT, ASRConfig, BankConfig, Config, TTSConfig
+from agent.tts.base import SpeechSynthesizer
 from agent.understanding import Understander
 
 
@@ -37,6 +38,22 @@ def build_recognizer(config: ASRConfig) -> SpeechRecognizer:
     raise ValueError(f"unknown ASR backend {config.backend!r}; use 'embedded' or 'riva'")
 
 
+def build_synthesizer(config: TTSConfig) -> SpeechSynthesizer | None:
+    if config.backend == "piper":
+        from agent.tts.piper import PiperSynthesizer
+
+        return PiperSynthesizer(threads=config.piper_threads)
+    if config.backend == "riva":
+        from agent.tts.riva import RivaSynthesizer
+
+        return RivaSynthesizer(
+            config.riva_uri, voice=config.riva_voice, language=config.riva_language
+        )
+    if config.backend == "none":
+        return None
+    raise ValueError(f"unknown TTS backend {config.backend!r}; use 'piper', 'riva' or 'none'")
+
+
 def build_bank(config: BankConfig) -> BankBackend:
     """The embedded SQLite bank (the only backend so far); a relative path is under the
     project root."""
@@ -55,6 +72,7 @@ class Services:
     understander: Understander
     cpu_pool: ThreadPoolExecutor
     bank: BankBackend | None = None  # set by build(); None only in hand-made Services
+    tts: SpeechSynthesizer | None = None
 
     @classmethod
     async def build(cls, config: Config) -> Services:
@@ -67,19 +85,20 @@ class Services:
             speech_pad_ms=vad_config.speech_pad_ms,
             max_utterance_s=vad_config.max_utterance_s,
         )
-        vad, recognizer, understander = await asyncio.gather(
+        vad, recognizer, understander, tts = await asyncio.gather(
             asyncio.to_thread(SileroVAD),
             asyncio.to_thread(build_recognizer, config.asr),
             asyncio.to_thread(Understander.load),
+            asyncio.to_thread(build_synthesizer, config.tts),
         )
         bank = await asyncio.to_thread(build_bank, config.bank)
         pool = ThreadPoolExecutor(config.server.cpu_workers, thread_name_prefix="cpu")
-        services = cls(config, vad, endpointer, recognizer, understander, pool)
-        services.bank = bank
-        return services
+        return cls(config, vad, endpointer, recognizer, understander, pool, bank=bank, tts=tts)
 
     async def aclose(self) -> None:
         if self.bank:
             self.bank.close()
         await self.recognizer.aclose()
+        if self.tts:
+            await self.tts.aclose()
         self.cpu_pool.shutdown(wait=False, cancel_futures=True)

@@ -15,13 +15,18 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from agent.asr.wer import word_error_rate as wer
-from clients.call import run_call
+from clients.call import dev_token, run_call
 from clients.local_server import LocalServer
 from tests.conftest import SPEECH, load_wav
 
 pytestmark = pytest.mark.slow
 
-START = {"type": "session.start", "customer_id": "cust-001", "sample_rate": 16000}
+START = {
+    "type": "session.start",
+    "customer_id": "cust-001",
+    "sample_rate": 16000,
+    "token": dev_token("cust-001"),
+}
 
 
 async def next_event(ws: ClientConnection) -> dict:

@@ -10,6 +10,7 @@ import numpy as np
 import orjson
 import pytest
 from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
 
 from clients.local_server import LocalServer
 from clients.twilio import run_twilio_call
@@ -83,3 +84,22 @@ async def test_garbage_on_the_stream_is_logged_and_the_call_goes_on(
     assert len(server.events("telephony_bad_message")) >= 2
     result = await run_twilio_call(server.url, [load_wav(SPEECH / "balance_01.wav")])
     assert result.summary()["reply_audio_s"] > 0.5
+
+
+async def test_a_stream_without_a_valid_token_is_hung_up(server: LocalServer) -> None:
+    start = {
+        "event": "start",
+        "streamSid": "MZ1",
+        "start": {
+            "streamSid": "MZ1",
+            "callSid": "CA1",
+            "customParameters": {"customer_id": "cust-001", "token": "v1.forged.signature"},
+            "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1},
+        },
+    }
+    async with connect(server.url + "/twilio") as ws:
+        await ws.send(orjson.dumps(start).decode())
+        with pytest.raises(ConnectionClosed) as info:
+            await asyncio.wait_for(ws.recv(), 10)
+    assert info.value.rcvd is not None and info.value.rcvd.code == 1008
+    assert any(r.get("transport") == "twilio" for r in server.events("unauthorized"))

@@ -6,8 +6,9 @@ to 16 kHz PCM at the edge), keypad digits become typed turns, and the reply is s
 back as outbound ``media`` with a ``mark`` after each phrase. When the caller talks over
 the reply the speaker sends ``clear`` and keeps only what the marks say was played.
 
-The caller's identity comes from the stream's custom parameters (``customer_id``,
-``token``), set by the telephony provider's stream instruction.
+The caller's identity is the signed session token in the stream's custom parameters
+(``token``, optionally with ``customer_id``, which must agree), set by the telephony
+provider's stream instruction; without a valid token the stream is closed (1008).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from typing import TYPE_CHECKING
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
+from websockets.frames import CloseCode
 
-from agent.bank.directory import customer_profile
+from agent import auth
 from agent.log import get_logger
 from agent.pipeline import Call, Outbox, SlowConsumer
 from agent.speaker import Speaker
@@ -84,14 +86,23 @@ async def serve_twilio(ws: ServerConnection, services: Services) -> None:
     if start is None:
         return
     params = start.custom_parameters
+    try:
+        profile = auth.identify(
+            params.get("token"), params.get("customer_id"), services.config.auth.secret
+        )
+    except auth.InvalidToken as exc:
+        # The carrier has no channel for an error event: log it and hang up.
+        log.warning("unauthorized", transport="twilio", error=str(exc))
+        await ws.close(CloseCode.POLICY_VIOLATION, "unauthorized")
+        return
     session = events.SessionStart(
         sample_rate=telephony.MULAW_RATE,
         codec="mulaw",
-        customer_id=params.get("customer_id", ""),
+        customer_id=profile.id,
         token=params.get("token"),
     )
     outbox = Outbox(services.config.server.outbox_events)
-    call = Call(services, session, customer_profile(session.customer_id), outbox)
+    call = Call(services, session, profile, outbox)
     bound = log.bind(call_id=call.id, stream_sid=start.stream_sid, call_sid=start.call_sid)
     speaker = Speaker(
         services.tts,
