@@ -19,6 +19,7 @@ PROTOCOL_VERSION = 1
 SUPPORTED_SAMPLE_RATES = (8_000, 16_000, 24_000, 32_000, 44_100, 48_000)
 SUPPORTED_CODECS = ("pcm16", "mulaw")
 MAX_TEXT_CHARS = 2_000
+MAX_SDP_CHARS = 65_536  # a browser's audio-only offer is 2-6 KB
 
 
 class ErrorCode(StrEnum):
@@ -39,6 +40,7 @@ class ErrorCode(StrEnum):
     SERVER_BUSY = "server_busy"
     UNAUTHORIZED = "unauthorized"
     ASR_UNAVAILABLE = "asr_unavailable"
+    WEBRTC_FAILED = "webrtc_failed"
     INTERNAL_ERROR = "internal_error"
 
 
@@ -77,7 +79,14 @@ class SessionEnd:
     pass
 
 
-ClientEvent = SessionStart | InputText | ResponseCancel | SessionEnd
+@dataclass(frozen=True, slots=True)
+class WebRTCOffer:
+    """The browser's SDP offer: the call's audio moves to a WebRTC peer connection."""
+
+    sdp: str
+
+
+ClientEvent = SessionStart | InputText | ResponseCancel | SessionEnd | WebRTCOffer
 
 
 def _field(event: dict[str, Any], name: str, kind: type, default: Any = ...) -> Any:
@@ -129,11 +138,23 @@ def _input_text(event: dict[str, Any]) -> InputText:
     return InputText(text)
 
 
+def _webrtc_offer(event: dict[str, Any]) -> WebRTCOffer:
+    sdp = _field(event, "sdp", str)
+    if not sdp.startswith("v=0"):
+        raise ProtocolError(ErrorCode.INVALID_EVENT, "webrtc.offer: sdp is not an SDP offer")
+    if len(sdp) > MAX_SDP_CHARS:
+        raise ProtocolError(
+            ErrorCode.INVALID_EVENT, f"webrtc.offer: sdp is over {MAX_SDP_CHARS} characters"
+        )
+    return WebRTCOffer(sdp)
+
+
 _PARSERS = {
     "session.start": _session_start,
     "input_text": _input_text,
     "response.cancel": lambda _event: ResponseCancel(),
     "session.end": lambda _event: SessionEnd(),
+    "webrtc.offer": _webrtc_offer,
 }
 
 CLIENT_EVENT_TYPES = tuple(_PARSERS)
@@ -227,6 +248,10 @@ def turn_metrics_event(
 
 def error_event(code: ErrorCode, message: str) -> dict[str, Any]:
     return {"type": "error", "code": str(code), "message": message}
+
+
+def webrtc_answer_event(sdp: str) -> dict[str, Any]:
+    return {"type": "webrtc.answer", "sdp": sdp}
 
 
 def session_ended_event(reason: str) -> dict[str, Any]:

@@ -87,3 +87,29 @@ def test_server_events_have_documented_types() -> None:
         "code": "server_busy",
         "message": "m",
     }
+
+
+OFFER_SDP = "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n"
+
+
+def test_webrtc_offer() -> None:
+    event = parse({"type": "webrtc.offer", "sdp": OFFER_SDP})
+    assert event == events.WebRTCOffer(OFFER_SDP)
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"type": "webrtc.offer"},
+        {"type": "webrtc.offer", "sdp": 5},
+        {"type": "webrtc.offer", "sdp": "hello"},
+        {"type": "webrtc.offer", "sdp": "v=0\r\n" + "a" * events.MAX_SDP_CHARS},
+    ],
+)
+def test_bad_webrtc_offers_are_invalid_events(event: dict) -> None:
+    assert error_code(orjson.dumps(event)) == ErrorCode.INVALID_EVENT
+
+
+def test_webrtc_answer_event() -> None:
+    assert events.webrtc_answer_event(OFFER_SDP) == {"type": "webrtc.answer", "sdp": OFFER_SDP}
+    assert events.ErrorCode.WEBRTC_FAILED == "webrtc_failed"
