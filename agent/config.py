@@ -129,6 +129,11 @@ class AuthConfig:
         "set your own (env AGENT_AUTH_SECRET) anywhere real",
     )
     token_ttl_s: float = _opt(3600.0, "lifetime of a token minted by 'python -m agent token'")
+    dev_tokens: bool = _opt(
+        False,
+        "development only: GET /dev/token?customer=ID mints a session token for any customer "
+        "(the browser widget's demo login); answered to loopback clients only",
+    )
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 One connection is one call. This module only translates: text messages become typed
 client events (protocol.events), binary messages become audio frames, and the call's
 outbox is drained to the socket by a sender task. HTTP GETs on the same port serve
-``/healthz`` and ``/metrics``.
+``/healthz``, ``/metrics`` and the browser call widget (``/``, ``/web/<file>``); a
+``webrtc.offer`` moves the call's audio to WebRTC (agent/transports/webrtc.py).
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http
+import ipaddress
+import re
 import signal
+from urllib.parse import parse_qs, urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
@@ -20,10 +24,11 @@ from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 
 from agent import auth, metrics
-from agent.config import Config
+from agent.config import PROJECT_ROOT, Config
 from agent.log import get_logger
 from agent.pipeline import Call, Outbox, SlowConsumer
 from agent.services import Services
+from agent.transports import webrtc
 from agent.transports.twilio import serve_twilio
 from protocol import events
 from protocol.events import ErrorCode, ProtocolError
@@ -32,6 +37,16 @@ log = get_logger("agent.server")
 
 # How long session.end waits for the turns in flight before closing.
 DRAIN_TIMEOUT_S = 15.0
+
+# The browser call widget: GET / is its page, GET /web/<file> the rest (one flat folder).
+WEB_ROOT = PROJECT_ROOT / "clients" / "web"
+WEB_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
+WEB_FILE = re.compile(r"[A-Za-z0-9_-]+\.[a-z]+")  # no slashes, no "..": no traversal
 
 
 class AgentServer:
@@ -72,8 +87,28 @@ class AgentServer:
         if request.path == "/metrics":
             return _response(http.HTTPStatus.OK, metrics.render(), "text/plain; version=0.0.4")
         if request.headers.get("Upgrade", "").lower() != "websocket":
-            return _response(http.HTTPStatus.NOT_FOUND, b"not found\n", "text/plain")
+            target = urlsplit(request.path)
+            if target.path == "/dev/token":
+                return self._dev_token(connection, target.query)
+            return _web_file(target.path)
         return None
+
+    def _dev_token(self, connection: ServerConnection, query: str) -> Response:
+        """Development only (auth.dev_tokens): a session token for the widget's demo
+        login, handed to clients on this machine's loopback and nobody else."""
+        from agent.bank.directory import customer_profile
+
+        if not self.config.auth.dev_tokens:
+            return _response(http.HTTPStatus.NOT_FOUND, b"not found\n", "text/plain")
+        if not ipaddress.ip_address(connection.remote_address[0]).is_loopback:
+            return _response(http.HTTPStatus.FORBIDDEN, b"loopback clients only\n", "text/plain")
+        customer = parse_qs(query).get("customer", [""])[0]
+        if len(customer) > 64 or customer_profile(customer) is None:
+            return _response(http.HTTPStatus.NOT_FOUND, b"unknown customer\n", "text/plain")
+        ttl = self.config.auth.token_ttl_s
+        token = auth.mint(customer, self.config.auth.secret, ttl_s=ttl)
+        body = events.encode({"customer_id": customer, "token": token, "expires_in_s": ttl})
+        return _response(http.HTTPStatus.OK, body, "application/json")
 
     async def _handle(self, ws: ServerConnection) -> None:
         if self.active_calls >= self.config.server.max_calls:
@@ -190,6 +225,8 @@ class AgentServer:
                     call.input_text(event.text)
                 elif isinstance(event, events.ResponseCancel):
                     call.cancel_response()
+                elif isinstance(event, events.WebRTCOffer):
+                    await webrtc.handle_offer(ws, call, self.services, event.sdp)
                 elif isinstance(event, events.SessionEnd):
                     try:
                         async with asyncio.timeout(DRAIN_TIMEOUT_S):
@@ -215,6 +252,18 @@ class AgentServer:
 def _response(status: http.HTTPStatus, body: bytes, content_type: str) -> Response:
     headers = Headers([("Content-Type", content_type), ("Content-Length", str(len(body)))])
     return Response(status.value, status.phrase, headers, body)
+
+
+def _web_file(path: str) -> Response:
+    name = "index.html" if path == "/" else path.removeprefix("/web/")
+    file = WEB_ROOT / name
+    kind = WEB_TYPES.get(file.suffix)
+    if name == path or not WEB_FILE.fullmatch(name) or kind is None or not file.is_file():
+        return _response(http.HTTPStatus.NOT_FOUND, b"not found\n", "text/plain")
+    response = _response(http.HTTPStatus.OK, file.read_bytes(), kind)  # a few KB
+    response.headers["Cache-Control"] = "no-cache"
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    return response
 
 
 async def _send_now(ws: ServerConnection, event: dict) -> None:
