@@ -20,7 +20,7 @@ import pytest
 
 from agent.asr import domain
 from agent.asr.base import CallContext, Hypothesis
-from agent.asr.embedded import EmbeddedRecognizer, EmbeddedUtteranceStream
+from agent.asr.embedded import DomainModelCache, EmbeddedRecognizer, EmbeddedUtteranceStream
 from agent.asr.wer import corpus_wer, word_error_rate
 
 SPEECH = Path(__file__).parent / "fixtures" / "speech"
@@ -295,3 +295,13 @@ def test_spoken_form_and_wer_ignore_formatting() -> None:
     assert word_error_rate(ref, "Transfer $250 to Maria Garcia.") == 0.0
     assert word_error_rate("send money to ken", "send money to kent") == 0.25
     assert corpus_wer([("a b", "a"), ("c d", "c d")]) == 0.25
+
+
+def test_domain_models_are_cached_per_phrase_set(tmp_path: Path) -> None:
+    cache = DomainModelCache(tmp_path, max_entries=1)
+    first = cache.get(["Ken Sato", "Yuki Tanaka"])
+    assert cache.get(["yuki tanaka", "KEN SATO", ""]) is first  # same set, any order/case
+    assert {"yuki", "tanaka", "sato"} <= first.vocabulary
+    second = cache.get(["Priya Patel"])
+    assert second is not first and second.lm_path.exists()
+    assert not first.lm_path.exists()  # evicted: its files are gone

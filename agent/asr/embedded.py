@@ -411,7 +411,14 @@ class EmbeddedRecognizer:
         loop = asyncio.get_running_loop()
 
         def build() -> SphinxSession:
-            return SphinxSession(self.models.get(context.phrases), fwdflat=self.sphinx_fwdflat)
+            model = self.models.get(context.phrases)
+            try:
+                return SphinxSession(model, fwdflat=self.sphinx_fwdflat)
+            except Exception:
+                if model.lm_path.exists() and model.dict_path.exists():
+                    raise
+                # Evicted from the cache (files deleted) between get() and here: rebuild.
+                return SphinxSession(self.models.get(context.phrases), fwdflat=self.sphinx_fwdflat)
 
         if self.confirm_with_whisper != "never" and not self.whisper.loaded:
             # warm_up() was not called: load Whisper now, in the background, so the
