@@ -116,6 +116,19 @@ def gold_minor(value: Decimal, currency: str | None) -> int:
     return int(value * (Decimal(10) ** EXPONENTS.get(currency or "", 2)))
 
 
+def ece(pairs: list[tuple[float, bool]], bins: int = 10) -> float:
+    """Expected calibration error: |accuracy - confidence| per bin, weighted by bin size."""
+    total = 0.0
+    for b in range(bins):
+        lo, hi = b / bins, (b + 1) / bins
+        sel = [(c, ok) for c, ok in pairs if lo < c <= hi or (b == 0 and c == 0)]
+        if sel:
+            acc = sum(ok for _, ok in sel) / len(sel)
+            conf = sum(c for c, _ in sel) / len(sel)
+            total += len(sel) / len(pairs) * abs(acc - conf)
+    return total
+
+
 def pct(k: int, n: int) -> str:
     return f"{100.0 * k / n:.1f}% ({k}/{n})" if n else "n/a"
 
@@ -123,9 +136,10 @@ def pct(k: int, n: int) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--errors", action="store_true")
+    ap.add_argument("--model-dir", type=Path, default=None)
     args = ap.parse_args()
     t0 = time.perf_counter()
-    nlu = Understander.load()
+    nlu = Understander.load(args.model_dir)
     load_ms = (time.perf_counter() - t0) * 1000
     errors: dict[str, list[str]] = {}
 
@@ -146,8 +160,10 @@ def main() -> None:
     ok = n = 0
     nb_action = nb = 0
     yn_ok = yn = 0
+    conf_pairs: list[tuple[float, bool]] = []
     for text, label, src in clinc:
         u = run(text)
+        conf_pairs.append((u.confidence, u.intent == label))
         if src in ("yes", "no", "cancel"):
             yn += 1
             yn_ok += u.intent == label

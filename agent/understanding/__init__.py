@@ -10,6 +10,7 @@
 See docs/UNDERSTANDING.md.
 """
 
+from agent.understanding.incremental import PartialTracker
 from agent.understanding.payees import BillerDirectory, Candidate, Payee, PayeeIndex
 from agent.understanding.trace import TraceEntry
 from agent.understanding.understander import (
@@ -25,6 +26,7 @@ __all__ = [
     "BillerDirectory",
     "Candidate",
     "Completeness",
+    "PartialTracker",
     "Payee",
     "PayeeIndex",
     "TraceEntry",

@@ -244,6 +244,45 @@ STOPS = {
     "am",
 }
 FILLERS = {"um", "uh", "er", "erm", "hmm", "mm", "ah", "oh", "eh", "uhm", "hm", "like"}
+TITLES = {"mr", "mrs", "ms", "miss", "dr", "mister", "missus", "sir", "madam", "prof"}
+RELATIONS = {
+    "friend",
+    "brother",
+    "sister",
+    "mother",
+    "father",
+    "mom",
+    "mum",
+    "dad",
+    "son",
+    "daughter",
+    "wife",
+    "husband",
+    "partner",
+    "colleague",
+    "cousin",
+    "uncle",
+    "aunt",
+    "boss",
+    "landlord",
+    "landlady",
+    "roommate",
+    "flatmate",
+    "neighbour",
+    "neighbor",
+    "nephew",
+    "niece",
+    "boyfriend",
+    "girlfriend",
+    "grandma",
+    "grandpa",
+    "grandmother",
+    "grandfather",
+    "buddy",
+    "pal",
+    "mate",
+}
+OF_CUES = {"account", "checking", "savings", "current", "name"}
 REF_CUES = ("ending", "ends", "last", "number", "no", "account", "card")
 
 
@@ -300,20 +339,42 @@ def _looks_like_name(
     return typed_case and any(text[t.start].isupper() for t in words if t.start > 0)
 
 
+def _strip_possessive(name: str) -> str:
+    for suffix in ("'s", "’s", "s'"):
+        if name.endswith(suffix) and len(name) > len(suffix) + 1:
+            return name[: -len(suffix) + (1 if suffix == "s'" else 0)]
+    return name
+
+
 def find_person(text: str, toks: list[Token], lexicon: frozenset[str]) -> Span | None:
     n = len(toks)
     for i, tok in enumerate(toks):
-        if tok.kind != "word" or tok.text not in NAME_CUES:
+        if tok.kind != "word":
+            continue
+        if tok.text == "of" and i > 0 and toks[i - 1].text in OF_CUES:
+            pass  # "the savings account of Tom"
+        elif tok.text not in NAME_CUES:
             continue
         start = i + 1
         if tok.text == "name" and start < n and toks[start].text == "is":
             start += 1
+        # "to my friend Raghav", "to Mr Raghav": the name is what follows
+        if (
+            start + 1 < n
+            and toks[start].text in ("my", "our")
+            and toks[start + 1].text in (RELATIONS)
+        ):
+            start += 2
+        if start < n and toks[start].text in TITLES:
+            start += 1
+            if start < n and toks[start].text == ".":
+                start += 1
         run = _name_run(text, toks, start)
         if run is None:
             continue
         s, e = run
         if _looks_like_name(text, toks, s, e, lexicon):
-            surface = text[toks[s].start : toks[e - 1].end]
+            surface = _strip_possessive(text[toks[s].start : toks[e - 1].end])
             return Span(surface, s, e, "person:after_cue_" + tok.text)
     # A bare name on its own ("lilith sharaya danaher", "ken sato"), e.g. answering "to whom?"
     words = [t for t in toks if t.kind == "word" and t.text not in FILLERS]

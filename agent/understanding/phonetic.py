@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 _NON_ALPHA = re.compile(r"[^a-z ]+")
 _SPACES = re.compile(r"\s+")
@@ -60,6 +61,7 @@ def fold_token(tok: str) -> str:
     return tok
 
 
+@lru_cache(maxsize=65536)
 def fold_name(text: str) -> str:
     return " ".join(fold_token(t) for t in ascii_fold(text).split())
 
@@ -75,6 +77,7 @@ def token_key(tok: str) -> str:
     return _REPEAT.sub(r"\1", tok)
 
 
+@lru_cache(maxsize=65536)
 def phonetic_key(folded: str) -> str:
     """Key of an already folded name: one skeleton per token, space separated."""
     return " ".join(k for k in (token_key(t) for t in folded.split()) if k)

@@ -11,6 +11,7 @@ clarifying question; nothing with a reason is ever a confident action.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import unicodedata
 from collections.abc import Sequence
@@ -53,6 +54,11 @@ RECIPIENT_MARGIN = 0.06
 CAPPED_CONFIDENCE = 0.4  # the most an action may claim when something is wrong with it
 
 Completeness = Literal["complete", "incomplete", "unknown"]
+# "... to my savings", "into checking": a transfer between the caller's own accounts
+_OWN_ACCOUNT_RE = re.compile(
+    r"\b(?:to|into|over to)\s+(?:my\s+|the\s+|our\s+)?"
+    r"(?:savings|checking|chequing|current|joint|business|other|isa)\b"
+)
 
 
 @dataclass(slots=True)
@@ -281,7 +287,8 @@ class Understander:
                 entities["recipient_candidates"] = [c.to_dict() for c in candidates]
                 trace.append(TraceEntry(query or "", candidates[0].id, "recipient:fuzzy_phonetic"))
 
-        self._slot_checks(intent, entities, candidates, index, reasons)
+        own_account = _OWN_ACCOUNT_RE.search(clean.lower()) is not None
+        self._slot_checks(intent, entities, candidates, index, reasons, own_account)
         if reasons and intent in ACTION_INTENTS:
             confidence = min(confidence, CAPPED_CONFIDENCE)
         for r in reasons:
@@ -303,12 +310,18 @@ class Understander:
         candidates: list[Candidate],
         index: PayeeIndex | None,
         reasons: list[str],
+        own_account: bool = False,
     ) -> None:
         if intent == "transfer_money":
             if "amount" not in entities:
                 reasons.append("missing_amount")
             has_payees = index is not None and len(index) > 0
-            if "person" not in entities and not candidates and "company" not in entities:
+            if (
+                "person" not in entities
+                and not candidates
+                and "company" not in entities
+                and not own_account
+            ):
                 reasons.append("missing_recipient")
             elif has_payees and not candidates:
                 reasons.append("unknown_recipient")
@@ -328,24 +341,39 @@ class Understander:
         self, text: str, *, payees: Sequence[Payee] | PayeeIndex = ()
     ) -> Completeness:
         """'complete' when the text is already a whole command, 'incomplete' when cut off."""
-        toks = tokenize(_clean(text or "")[0])
-        words = [t for t in toks if t.kind != "punct"]
-        if not words:
-            return "unknown"
-        last = words[-1]
-        if last.kind == "word" and last.text in DANGLING:
-            return "incomplete"
-        if last.kind == "sym" and last.text in "$£€¥":
-            return "incomplete"
-        u = self.understand(text, payees=payees)
-        if u.intent in ("confirm", "deny") and u.confidence >= 0.9:
-            return "complete"
-        if u.intent in ACTION_INTENTS:
-            if u.ambiguity_reason in ("missing_amount", "missing_recipient", "missing_biller"):
-                return "incomplete" if u.confidence >= 0.4 else "unknown"
-            if u.ambiguity_reason is None and u.confidence >= 0.8:
-                return "complete"
+        cut = dangling(text)
+        if cut is not None:
+            return cut
+        return completeness_of(self.understand(text, payees=payees))
+
+
+def dangling(text: str) -> Completeness | None:
+    """'incomplete' when the text ends mid-phrase ("send two hundred pounds to"), 'unknown'
+    when it is empty, None when the words alone do not tell."""
+    toks = tokenize(_clean(text or "")[0])
+    words = [t for t in toks if t.kind != "punct"]
+    if not words:
         return "unknown"
+    last = words[-1]
+    if last.kind == "word" and last.text in DANGLING:
+        return "incomplete"
+    if last.kind == "sym" and last.text in "$£€¥":
+        return "incomplete"
+    return None
+
+
+def completeness_of(u: Understanding) -> Completeness:
+    """Whether an understood (not dangling) text already holds a whole command."""
+    if u.intent in ("confirm", "deny") and u.confidence >= 0.9:
+        return "complete"
+    if u.intent == "human_handoff" and u.confidence >= 0.8:
+        return "complete"
+    if u.intent in ACTION_INTENTS:
+        if u.ambiguity_reason in ("missing_amount", "missing_recipient", "missing_biller"):
+            return "incomplete" if u.confidence >= 0.4 else "unknown"
+        if u.ambiguity_reason is None and u.confidence >= 0.8:
+            return "complete"
+    return "unknown"
 
 
 def turn_completeness(text: str, *, payees: Sequence[Payee] | PayeeIndex = ()) -> Completeness:
