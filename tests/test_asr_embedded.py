@@ -142,6 +142,20 @@ async def test_payee_names_come_from_the_call_context(
     await without.aclose()
 
 
+async def test_new_calls_start_from_recent_callers_cepstral_mean(
+    fast_recognizer: EmbeddedRecognizer,
+) -> None:
+    """Live CMN needs seconds of speech; a call's first command must not start cold."""
+    call = await fast_recognizer.start_call(CallContext("cmn", PAYEES))
+    before = fast_recognizer.cmn_prior
+    await stream(call.utterance(), _pcm(SPEECH / "balance_02.wav"), 0)
+    await call.aclose()
+    assert fast_recognizer.cmn_prior != before
+    nxt = await fast_recognizer.start_call(CallContext("cmn-2", PAYEES))
+    assert nxt.session._decoder.get_cmn(False) == fast_recognizer.cmn_prior
+    await nxt.aclose()
+
+
 async def test_real_off_domain_recordings_go_to_whisper(recognizer: EmbeddedRecognizer) -> None:
     results = await _transcribe_all(recognizer, REAL, SPEECH / "real")
     for row, hyps in results:
