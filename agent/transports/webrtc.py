@@ -116,6 +116,10 @@ class ReplyTrack(MediaStreamTrack):
             self._consumed += excess
             self.dropped_s += excess / (2 * RATE)
 
+    @property
+    def queued_s(self) -> float:
+        return len(self._queue) / (2 * RATE)
+
     def mark(self, name: str) -> None:
         self._marks.append((self._consumed + len(self._queue), name))
 

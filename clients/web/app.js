@@ -195,11 +195,13 @@ function turn(number) {
   li.className = "turn";
   li.dataset.turn = String(number);
   li.innerHTML = `
-    <p class="you"><span class="who">You</span> <span class="transcript"></span></p>
+    <p class="you"><span class="who">You</span>
+      <span class="what"><span class="transcript"></span></span></p>
     <p class="understood"><span class="who">Understood</span>
-      <span class="intent"></span> <span class="entities"></span></p>
-    <p class="agent"><span class="who">Assistant</span> <span class="reply"></span>
-      <span class="latency" title="end of speech to the first words of the reply"></span></p>`;
+      <span class="what"><span class="intent"></span><span class="entities"></span></span></p>
+    <p class="agent"><span class="who">Assistant</span>
+      <span class="what"><span class="reply"></span> <span class="latency"
+        title="end of speech to the first words of the reply"></span></span></p>`;
   ui.turns.append(li);
   li.scrollIntoView({ block: "nearest" });
   return li;
