@@ -113,6 +113,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--out", type=Path, default=None, help="report folder")
     run.add_argument("--no-html", action="store_true", help="JSON report only")
+    again = commands.add_parser(
+        "report",
+        help="recompute the summary of a stored report.json (e.g. for another target) "
+        "and rewrite its HTML",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    again.add_argument("path", type=Path, help="a report.json or the folder holding it")
+    again.add_argument("--target-ms", type=float, default=None, help="default: the run's")
     return parser
 
 
@@ -137,8 +145,28 @@ def _modes(args: argparse.Namespace, out: Path) -> list[Mode]:
     )
 
 
+def rereport(path: Path, target_ms: float | None) -> int:
+    from loadtest.html import write_html
+    from loadtest.report import summarize
+
+    file = path / "report.json" if path.is_dir() else path
+    report = orjson.loads(file.read_bytes())
+    target = target_ms if target_ms is not None else report["summary"]["target_ms"]
+    primary = report["modes"][0]["name"] if report["modes"] else None
+    report["summary"] = summarize(
+        report["levels"], primary, target_ms=target, cores=report["machine"]["cores"]
+    )
+    file.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+    write_html(report, file.with_name("report.html"))
+    print(orjson.dumps(_headline(report), option=orjson.OPT_INDENT_2).decode())
+    print(f"report: {file} and {file.with_name('report.html')}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "report":
+        return rereport(args.path, args.target_ms)
     levels = args.sweep or [args.calls]
     if levels[0] < 1:
         print("--calls must be >= 1", file=sys.stderr)

@@ -410,7 +410,13 @@ def render(report: dict) -> str:
         for path, table in lv["by_path"].items()
     ]
     capacity_rows = [
-        [c["target_ms"], c["max_concurrency"], c["calls_per_core"]]
+        [
+            c["target_ms"],
+            c["max_concurrency"],
+            c["calls_per_core"],
+            c.get("max_concurrency_p50"),
+            c.get("calls_per_core_p50"),
+        ]
         for c in summary.get("capacity") or []
     ]
     audio_rows = []
@@ -478,8 +484,19 @@ moment the frame holding the last speech sample was sent.</p>
     }
 <h2>Server's own stage timings (turn.metrics), ms from its end of speech (p50 / p95 / p99)</h2>
 {_table(["mode", "calls", *server_stages], server_rows)}
-<h2>Capacity at other targets (p95 end of speech -> understanding)</h2>
-{_table(["target ms", "max concurrent calls", "calls per core"], capacity_rows)}
+<h2>Capacity at other targets (end of speech -> understanding)</h2>
+{
+        _table(
+            [
+                "target ms",
+                "max calls (p95)",
+                "calls per core (p95)",
+                "max calls (p50)",
+                "calls per core (p50)",
+            ],
+            capacity_rows,
+        )
+    }
 <h2>Decomposed / sequential latency ratio (under 1: decomposed is faster)</h2>
 {
         _table(

@@ -114,8 +114,8 @@ def summarize_level(result: LevelResult) -> dict[str, Any]:
     }
 
 
-def _passes(level: dict[str, Any], target_ms: float) -> bool:
-    p95 = level["client_ms"][TARGET_STAGE].get("p95")
+def _passes(level: dict[str, Any], target_ms: float, p: str = "p95") -> bool:
+    p95 = level["client_ms"][TARGET_STAGE].get(p)
     share = level["turns"]["failed_share"]
     return (
         p95 is not None
@@ -125,11 +125,11 @@ def _passes(level: dict[str, Any], target_ms: float) -> bool:
     )
 
 
-def _capacity(levels: list[dict[str, Any]], target_ms: float) -> int:
+def _capacity(levels: list[dict[str, Any]], target_ms: float, p: str = "p95") -> int:
     """Highest concurrency that meets the target with every lower level meeting it too."""
     best = 0
     for level in levels:
-        if not _passes(level, target_ms):
+        if not _passes(level, target_ms, p):
             break
         best = level["concurrency"]
     return best
@@ -150,23 +150,13 @@ def _git_revision() -> str | None:
     return done.stdout.strip() or None
 
 
-def build_report(
-    results: list[LevelResult],
-    modes: list[Mode],
-    *,
-    target_ms: float,
-    cores: int | None,
-    command: str,
-    options: dict[str, Any],
+def summarize(
+    levels: list[dict[str, Any]], primary: str | None, *, target_ms: float, cores: int | None
 ) -> dict[str, Any]:
-    levels = [summarize_level(r) for r in results]
-    turns: list[dict[str, Any]] = []
-    for level in levels:
-        for turn in level.pop("_turns"):
-            turns.append({"mode": level["mode"], "concurrency": level["concurrency"], **turn})
+    """The headline figures from the per-level summaries (also re-run by
+    ``python -m loadtest report`` to judge a stored run against another target)."""
     for level in levels:
         level["passes_target"] = _passes(level, target_ms)
-    primary = modes[0].name if modes else None
     own = sorted((lv for lv in levels if lv["mode"] == primary), key=lambda lv: lv["concurrency"])
     best = _capacity(own, target_ms)
     floor = own[0]["client_ms"][TARGET_STAGE] if own else {}
@@ -187,11 +177,33 @@ def build_report(
                 "target_ms": t,
                 "max_concurrency": (n := _capacity(own, t)),
                 "calls_per_core": round(n / cores, 2) if cores else None,
+                # The same with the median instead of p95: where the typical turn stands.
+                "max_concurrency_p50": (m := _capacity(own, t, "p50")),
+                "calls_per_core_p50": round(m / cores, 2) if cores else None,
             }
             for t in sorted({target_ms, *CAPACITY_TARGETS_MS})
         ],
         "ratios": _ratios(levels),
     }
+    return summary
+
+
+def build_report(
+    results: list[LevelResult],
+    modes: list[Mode],
+    *,
+    target_ms: float,
+    cores: int | None,
+    command: str,
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    levels = [summarize_level(r) for r in results]
+    turns: list[dict[str, Any]] = []
+    for level in levels:
+        for turn in level.pop("_turns"):
+            turns.append({"mode": level["mode"], "concurrency": level["concurrency"], **turn})
+    primary = modes[0].name if modes else None
+    summary = summarize(levels, primary, target_ms=target_ms, cores=cores)
     return {
         "report": "loadtest",
         "version": 1,
