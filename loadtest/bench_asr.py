@@ -209,7 +209,10 @@ async def main() -> None:
         default="4x2,8x4",
         help="CALLSxSPEED runs of the piper set through embedded (auto) at once; '' skips",
     )
-    parser.add_argument("--decoders", default="sphinx-domain,whisper,embedded-auto,embedded-always")
+    parser.add_argument(
+        "--decoders",
+        default="sphinx-domain,sphinx-domain-fresh,whisper,embedded-auto,embedded-always",
+    )
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     items = load_items()
@@ -234,6 +237,22 @@ async def main() -> None:
     if "sphinx-domain" in wanted:
         runs += await bench_streaming("sphinx-domain", sphinx, items, args.speed)
     await sphinx.aclose()
+    if "sphinx-domain-fresh" in wanted:
+        # Every utterance the first of a new call (no within-call CMN adaptation),
+        # starting from the built-in default mean, as on a freshly started server.
+        fresh: dict[str, Run] = {}
+        for item in items:
+            rec = EmbeddedRecognizer(confirm_with_whisper="never")
+            for r in await bench_streaming(
+                "sphinx-domain, new server+call", rec, [item], args.speed
+            ):
+                merged = fresh.setdefault(r.set_name, Run(r.decoder, r.set_name))
+                merged.pairs += r.pairs
+                merged.latencies += r.latencies
+                merged.cpu_s += r.cpu_s
+                merged.audio_s += r.audio_s
+            await rec.aclose()
+        runs += fresh.values()
 
     if "whisper" in wanted:
         whisper_runs, load_s = await bench_whisper(items, args.whisper_threads, args.beam_size)
