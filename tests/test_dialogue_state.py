@@ -13,11 +13,13 @@ import pytest
 
 from agent.bank.backend import (
     Account,
+    Action,
     Card,
     CustomerView,
     Money,
     Outcome,
     Payee,
+    PendingRecord,
     Transaction,
 )
 from agent.bank.directory import SEED_PATH
@@ -339,3 +341,17 @@ def test_a_resumed_pending_action_is_confirmed_under_its_own_id() -> None:
     caller = Caller(resumed=resumed)
     caller.say("what's my balance")
     assert isinstance(caller.effects[0], ClearPending) and caller.dialogue.pending is None
+    # even a new request with amounts and names: it is not taken as a correction
+    caller = Caller(resumed=resumed)
+    assert caller.say("send ten thousand yen to Yuki Tanaka") == (
+        "Send 10,000 yen to Yuki Tanaka from your yen account?"
+    )
+    assert isinstance(caller.effects[0], ClearPending)
+    card = Pending.from_record(
+        PendingRecord(
+            "cust-001", "act-card", Action("lock_card", "cust-001", card_id="card-001"),
+            "Lock your debit card ending 1234?", "call-old", "awaiting", "2099-01-01T00:00:00Z",
+        )
+    )  # fmt: skip
+    caller = Caller(resumed=card)
+    assert caller.say("send five thousand yen to Ken Sato").startswith("Send 5,000 yen to Ken Sato")

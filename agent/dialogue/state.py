@@ -231,8 +231,9 @@ class Dialogue:
         if u.intent == "human_handoff":
             return self._handoff("requested")
         if self.pending is not None and self.pending.resumed and self.turns == 1:
-            if u.intent not in ("confirm", "deny") and not _slots(u).any:
-                # A new call that starts with something else: the old question is dropped.
+            if u.intent not in ("confirm", "deny") or _slots(u).any:
+                # Only a bare yes or no answers the question of the dropped call; a new
+                # call that starts with anything else drops it and is heard afresh.
                 self.pending = self.draft = None
                 self.mode = "idle"
                 return [ClearPending("a new call asked for something else"), *self._idle(u, turn)]
