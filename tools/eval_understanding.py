@@ -149,9 +149,13 @@ def main() -> None:
     rows: list[tuple[str, str]] = []
     latencies: list[float] = []
 
+    cpu_latencies: list[float] = []
+
     def run(text: str, **kw):
         t = time.perf_counter()
+        c = time.thread_time()
         u = nlu.understand(text, now=NOW, **kw)
+        cpu_latencies.append((time.thread_time() - c) * 1000)
         latencies.append((time.perf_counter() - t) * 1000)
         return u
 

@@ -2,8 +2,8 @@
 
 One function, used both by the training tool (tools/train_intents.py) and at run time, so
 the two can never drift apart. Pure Python, no I/O: word unigrams and bigrams (with
-sentence boundary markers, which matter for short replies such as "no") plus character
-2-5 grams inside word boundaries, binary weights, L2-normalised.
+sentence boundary markers, which matter for short replies such as "no"), the same over
+crude stems, plus character 2-5 grams inside word boundaries; binary, L2-normalised.
 """
 
 from __future__ import annotations
@@ -32,6 +32,17 @@ def tokens(text: str) -> list[str]:
     return out
 
 
+_SUFFIXES = ("ing", "ed", "es", "s", "ly")
+
+
+def stem(word: str) -> str:
+    """A crude suffix stripper: "transferred"/"transfers"/"transferring" share a stem."""
+    for suf in _SUFFIXES:
+        if len(word) > len(suf) + 2 and word.endswith(suf):
+            return word[: -len(suf)]
+    return word
+
+
 def extract(text: str) -> dict[str, float]:
     """Sparse feature vector (name -> weight), L2-normalised; empty for empty text."""
     toks = tokens(text)
@@ -41,6 +52,11 @@ def extract(text: str) -> dict[str, float]:
     bounded = ["<s>", *toks, "</s>"]
     for a, b in pairwise(bounded):
         feats.add("b:" + a + " " + b)
+    stems = [stem(t) for t in toks]
+    for a, b in pairwise(stems):
+        feats.add("sb:" + a + " " + b)
+    for t in stems:
+        feats.add("s:" + t)
     for tok in toks:
         if tok.startswith("<"):
             continue
