@@ -65,6 +65,14 @@ def _parser() -> argparse.ArgumentParser:
         "--no-baseline", action="store_true", help="skip the sequential baseline server"
     )
     run.add_argument(
+        "--server-pid",
+        type=int,
+        default=None,
+        help="with --url: pid of that server when it runs on this machine (CPU and memory "
+        "from /proc); --baseline-pid likewise",
+    )
+    run.add_argument("--baseline-pid", type=int, default=None, help=argparse.SUPPRESS)
+    run.add_argument(
         "--server-flag",
         action="append",
         default=[],
@@ -136,9 +144,14 @@ def _token(args: argparse.Namespace) -> str | None:
 
 def _modes(args: argparse.Namespace, out: Path) -> list[Mode]:
     if args.url:
-        modes = [Mode("decomposed", url=args.url, note="given by --url")]
+        modes = [
+            Mode("decomposed", url=args.url, note="given by --url", server_pid=args.server_pid)
+        ]
         if args.baseline_url and not args.no_baseline:
-            modes.append(Mode("sequential", url=args.baseline_url, note="given by --baseline-url"))
+            note = "given by --baseline-url"
+            modes.append(
+                Mode("sequential", url=args.baseline_url, note=note, server_pid=args.baseline_pid)
+            )
         return modes
     return local_modes(
         not args.no_baseline, tuple(args.server_flag), bank_dir=(out / "bank").resolve()

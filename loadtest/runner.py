@@ -49,11 +49,12 @@ class Mode:
     url: str | None = None  # given: a server someone else runs
     note: str = ""
     server: LocalServer | None = None
+    server_pid: int | None = None  # a server on this machine started by someone else
 
     @property
     def pid(self) -> int | None:
         process = self.server.process if self.server else None
-        return process.pid if process else None
+        return process.pid if process else self.server_pid
 
 
 def serve_help() -> str:

@@ -17,8 +17,10 @@ import orjson
 import pytest
 
 from clients.local_server import PROJECT_ROOT
+from loadtest.__main__ import rereport
 from loadtest.bot import CALL_STATUSES, CLIENT_STAGES, TURN_STATUSES, CallRecord, TurnRecord
 from loadtest.conversations import SCRIPTS, conversations
+from loadtest.html import render
 from loadtest.report import build_report, percentiles
 from loadtest.runner import LevelResult, Mode
 
@@ -96,6 +98,44 @@ def test_report_accounts_for_every_turn() -> None:
     assert level["client_ms"]["understanding"]["n"] == 3
     # 3 of 6 turns failed: the level cannot pass, whatever the latency.
     assert report["summary"]["max_concurrency_under_target"] == 0
+    page = render(report)
+    assert page.startswith("<!doctype html>") and page.count("<svg") == 3  # no CPU samples
+
+
+def _level(mode: str, concurrency: int, understanding_ms: float) -> LevelResult:
+    script = conversations(["balance"])[0]
+    calls = []
+    for number in range(10):
+        call = CallRecord(call=number, conversation=script.name, started_at=0.0)
+        turn = TurnRecord(number, script.name, 0, "balance_02.wav", "check_balance")
+        turn.status, turn.intent, turn.path = "ok", "check_balance", "fast"
+        turn.client_ms = {stage: understanding_ms + number for stage in CLIENT_STAGES}
+        call.turns.append(turn)
+        call.status = "completed"
+        calls.append(call)
+    return LevelResult(mode, concurrency, 5.0, 6.0, calls, {"cpu_cores_avg": 0.5}, 0.1)
+
+
+def test_capacity_ratio_and_rejudging_a_stored_report(tmp_path: Path) -> None:
+    results = [
+        _level("decomposed", 1, 400),
+        _level("sequential", 1, 700),
+        _level("decomposed", 5, 600),
+        _level("sequential", 5, 800),
+    ]
+    modes = [Mode("decomposed"), Mode("sequential")]
+    report = build_report(results, modes, target_ms=500, cores=2, command="test", options={})
+    check_report(report)
+    summary = report["summary"]
+    assert summary["max_concurrency_under_target"] == 1 and summary["calls_per_core"] == 0.5
+    ratio = summary["ratios"][0]
+    assert ratio["concurrency"] == 1 and ratio["understanding_p50_ratio"] == round(404.5 / 704.5, 3)
+    (tmp_path / "report.json").write_bytes(orjson.dumps(report))
+    assert rereport(tmp_path, 700.0) == 0
+    again = orjson.loads((tmp_path / "report.json").read_bytes())
+    assert again["summary"]["max_concurrency_under_target"] == 5
+    assert again["summary"]["calls_per_core"] == 2.5
+    assert (tmp_path / "report.html").read_text().count("<svg") == 4
 
 
 @pytest.mark.slow
