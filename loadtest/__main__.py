@@ -73,6 +73,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--baseline-pid", type=int, default=None, help=argparse.SUPPRESS)
     run.add_argument(
+        "--llm-url",
+        default=None,
+        help="an LLM server (SGLang, OpenAI-compatible): adds a third local server, "
+        "decomposed with --llm.base_url URL, for the fast path vs LLM path comparison",
+    )
+    run.add_argument(
         "--server-flag",
         action="append",
         default=[],
@@ -154,7 +160,10 @@ def _modes(args: argparse.Namespace, out: Path) -> list[Mode]:
             )
         return modes
     return local_modes(
-        not args.no_baseline, tuple(args.server_flag), bank_dir=(out / "bank").resolve()
+        not args.no_baseline,
+        tuple(args.server_flag),
+        bank_dir=(out / "bank").resolve(),
+        llm_url=args.llm_url,
     )
 
 

@@ -71,7 +71,10 @@ def serve_help() -> str:
 
 
 def local_modes(
-    baseline: bool, extra_flags: tuple[str, ...] = (), bank_dir: Path | None = None
+    baseline: bool,
+    extra_flags: tuple[str, ...] = (),
+    bank_dir: Path | None = None,
+    llm_url: str | None = None,
 ) -> list[Mode]:
     """The servers to start. Each gets its own fresh embedded bank under ``bank_dir``
     (bots move money: a run must neither touch the development bank nor let the two
@@ -104,22 +107,33 @@ def local_modes(
             note += "; this server has no --pipeline.overlap switch, so partials are still "
             note += "understood ahead (the baseline only loses adaptive endpointing)"
         modes.append(Mode("sequential", sequential + bank("sequential") + extra_flags, note=note))
-    modes.extend(llm_modes(help_text, extra_flags))
+    for mode in llm_modes(help_text, llm_url):
+        mode.flags += bank(mode.name) + extra_flags
+        modes.append(mode)
     return modes
 
 
-def llm_modes(help_text: str, extra_flags: tuple[str, ...]) -> list[Mode]:
-    """HOOK (fast path vs LLM path): not implemented yet, on purpose.
+def llm_modes(help_text: str, llm_url: str | None = None) -> list[Mode]:
+    """The fast path vs LLM path comparison: a third server, decomposed, with an LLM.
 
-    The comparison only means something against a real LLM server (SGLang). When the
-    server grows an LLM option (``--llm.*`` in ``agent serve --help``) and one is
-    configured, return a mode here that forces the LLM path for every turn, e.g.
-    ``Mode("llm_path", ("--llm.url", URL, "--understanding.force_llm", "true"))`` with
-    whatever the real option names are. Until then no mode is added; the report already
-    splits every mode's turns by the ``path`` field of the ``understanding`` event
-    (``fast`` / ``llm``), so a server that does use an LLM shows both paths anyway.
+    Only against a real LLM server (SGLang, or any OpenAI-compatible one) given by
+    ``--llm-url``, and only when this server has the ``--llm.base_url`` option; no
+    stand-in is ever used, so without both no mode is added. The report splits every
+    mode's turns by the ``path`` field of the ``understanding`` event (``fast`` /
+    ``llm``), so the LLM mode shows both paths side by side, and the decomposed mode
+    without an LLM is its baseline. HOOK: if the server grows a switch that forces every
+    turn through the LLM (for a pure LLM-path baseline), add a second mode here with it.
     """
-    return []
+    if not llm_url:
+        return []
+    if "--llm.base_url" not in help_text:
+        raise SystemExit(
+            "--llm-url given, but this server has no --llm.base_url option (agent serve --help)"
+        )
+    flags = ("--vad.adaptive", "true", "--llm.base_url", llm_url)
+    if "--pipeline.overlap" in help_text:
+        flags += ("--pipeline.overlap", "true")
+    return [Mode("llm", flags, note=f"decomposed, LLM at {llm_url}")]
 
 
 # --- /proc sampling -----------------------------------------------------------------
