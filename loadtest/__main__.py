@@ -218,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         stop_p95_ms=None if args.keep_going else 5 * args.target_ms,
     )
-    cores = args.cores or (None if args.url else len(os.sched_getaffinity(0)))
+    local = not args.url or args.server_pid is not None
+    cores = args.cores or (len(os.sched_getaffinity(0)) if local else None)
     try:
         import uvloop
 
