@@ -136,18 +136,21 @@ def _capacity(levels: list[dict[str, Any]], target_ms: float, p: str = "p95") ->
 
 
 def _git_revision() -> str | None:
-    try:
+    """HEAD's short hash, with "+dirty" when the working tree (which is what the local
+    servers run) differs from it."""
+
+    def git(*args: str) -> str:
         done = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=PROJECT_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
+            ["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=10
         )
-    except OSError:
+        return done.stdout.strip()
+
+    try:
+        head = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
         return None
-    return done.stdout.strip() or None
+    return (head + ("+dirty" if dirty else "")) or None
 
 
 def summarize(
