@@ -1,0 +1,214 @@
+"""Routing and degradation without a model: no LLM configured, an LLM that is down, one
+that stalls, and the cancel contract (close the stream + POST /abort_request {rid}).
+
+The stalling and streaming peers are real HTTP servers on 127.0.0.1 written here in a few
+lines; tests/test_llm_server.py runs the same client against a real llama-server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from agent.llm import LLMClient, LLMConfig, Router
+from agent.llm.client import LLMTimeout, LLMUnavailable
+from agent.llm.local import free_port
+from agent.llm.router import NO_ANSWER, llm_reason
+from agent.understanding import Payee, Understander, Understanding
+
+PAYEES = [
+    Payee("p-ken-sato", "Ken Sato"),
+    Payee("p-ken-saito", "Ken Saito"),
+    Payee("p-priya-patel", "Priya Patel"),
+]
+
+
+def understand(text: str) -> Understanding:
+    return Understander.load().understand(text, payees=PAYEES, default_currency="JPY")
+
+
+@dataclass
+class Peer:
+    """A minimal OpenAI-style streaming server: SSE chunks every `delay` seconds."""
+
+    delay: float = 0.05
+    chunks: int = 200
+    stall: bool = False
+    abort_status: int = 200
+    port: int = field(default_factory=free_port)
+    aborted: list[str] = field(default_factory=list)
+    disconnected: list[str] = field(default_factory=list)
+    sent: dict[str, int] = field(default_factory=dict)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            lines = head.decode().split("\r\n")
+            length = next(
+                (int(x.split(":")[1]) for x in lines if x.lower().startswith("content-length")), 0
+            )
+            body = json.loads(await reader.readexactly(length)) if length else {}
+            path = lines[0].split()[1]
+            if path == "/abort_request":
+                self.aborted.append(body.get("rid"))
+                writer.write(
+                    f"HTTP/1.1 {self.abort_status} X\r\ncontent-length: 0\r\n\r\n".encode()
+                )
+                await writer.drain()
+                return
+            if self.stall:
+                await asyncio.sleep(3600)
+            rid = body["rid"]
+            writer.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                b"transfer-encoding: chunked\r\n\r\n"
+            )
+            for i in range(self.chunks):
+                await asyncio.sleep(self.delay)
+                data = {"choices": [{"index": 0, "delta": {"content": f"w{i} "}}]}
+                payload = f"data: {json.dumps(data)}\n\n".encode()
+                writer.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
+                await writer.drain()
+                self.sent[rid] = i + 1
+                if reader.at_eof():
+                    raise ConnectionResetError
+            end = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+            end += b"data: [DONE]\n\n"
+            writer.write(f"{len(end):x}\r\n".encode() + end + b"\r\n0\r\n\r\n")
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            self.disconnected.append("x")
+        finally:
+            writer.close()
+
+
+@contextlib.asynccontextmanager
+async def peer(**kwargs: object) -> AsyncIterator[Peer]:
+    p = Peer(**kwargs)  # type: ignore[arg-type]
+    server = await asyncio.start_server(p.handle, "127.0.0.1", p.port)
+    try:
+        yield p
+    finally:
+        server.close()
+
+
+def config(**kwargs: object) -> LLMConfig:
+    base = {
+        "first_token_timeout_s": 0.5,
+        "idle_timeout_s": 0.5,
+        "extraction_budget_ms": 1500,
+        "answer_budget_ms": 1500,
+    }
+    base.update(kwargs)
+    return LLMConfig(**base)  # type: ignore[arg-type]
+
+
+def test_llm_reason_policy() -> None:
+    assert llm_reason(understand("what's my balance")) is None
+    assert llm_reason(understand("send five thousand yen to ken")) == "ambiguous_recipient"
+    # the first reason is missing_amount, but the two Kens tie as well
+    money = understand("send the money to ken")
+    assert money.ambiguity_reason == "missing_amount"
+    assert llm_reason(money) == "ambiguous_recipient"
+    assert llm_reason(understand("send five thousand yen to priya patel")) is None
+
+
+async def test_without_an_llm_the_fast_path_stands_and_questions_get_retrieval() -> None:
+    router = Router.build(LLMConfig())
+    assert not router.llm_configured
+    u = understand("send five thousand yen to ken")
+    out = await router.resolve(u, text="send five thousand yen to ken", candidates=PAYEES)
+    assert out.path == "fast" and out.ambiguity_reason == "ambiguous_recipient"
+    assert out.trace[-1].rule == "llm:unresolved" and out.trace[-1].value == "no_llm"
+    confident = understand("what's my balance")
+    assert await router.resolve(confident, text="what's my balance") is confident
+    said = [d async for d in router.answer("how late is the shibuya branch open on saturday")]
+    assert "Saturdays" in "".join(said)
+    said = [d async for d in router.answer("what is the capital of france")]
+    assert said == [NO_ANSWER]
+    assert router.stats()["llm_skipped"] == 1 and router.stats()["fast"] == 1
+    await router.aclose()
+
+
+async def test_llm_down_degrades_within_the_budget() -> None:
+    router = Router.build(config(base_url=f"http://127.0.0.1:{free_port()}"))
+    u = understand("send five thousand yen to ken")
+    start = time.perf_counter()
+    out = await router.resolve(u, text="send five thousand yen to ken", candidates=PAYEES)
+    assert time.perf_counter() - start < 1.5
+    assert out.ambiguity_reason == "ambiguous_recipient" and out.path == "fast"
+    assert out.trace[-1].value == "llm_unavailable"
+    said = "".join(
+        [d async for d in router.answer("how much to take money out at a convenience store")]
+    )
+    assert said.startswith("Here's what I have") and "110 yen" in said
+    await router.aclose()
+
+
+async def test_llm_that_stalls_times_out_and_the_call_still_gets_words() -> None:
+    async with peer(stall=True) as p:
+        router = Router.build(config(base_url=f"http://127.0.0.1:{p.port}"))
+        marks: list[str] = []
+        start = time.perf_counter()
+        out = await router.resolve(
+            understand("send five thousand yen to ken"),
+            text="send five thousand yen to ken",
+            candidates=PAYEES,
+            on_mark=marks.append,
+        )
+        elapsed = time.perf_counter() - start
+        assert 0.4 < elapsed < 1.6
+        assert out.ambiguity_reason == "ambiguous_recipient"
+        assert out.trace[-1].value == "llm_timeout"
+        assert marks == ["llm_request"]
+        said = [d async for d in router.answer("how much to take money out at a convenience store")]
+        assert said and said[0].startswith("Here's what I have")
+        await router.aclose()
+
+
+async def test_cancel_closes_the_stream_and_aborts_the_rid() -> None:
+    async with peer(delay=0.02) as p:
+        client = LLMClient(f"http://127.0.0.1:{p.port}", first_token_timeout_s=2)
+        got = []
+        async with client.stream([{"role": "user", "content": "hi"}], max_tokens=500) as s:
+            async for delta in s:
+                got.append(delta)
+                if len(got) == 5:
+                    break
+        await asyncio.sleep(0.3)
+        assert s.stats.cancelled and p.aborted == [s.rid]
+        assert p.sent[s.rid] < 30  # the server stopped soon after the disconnect
+        assert p.disconnected
+        await client.aclose()
+
+
+async def test_abort_404_falls_back_to_closing_the_stream() -> None:
+    async with peer(delay=0.02, abort_status=404) as p:
+        client = LLMClient(f"http://127.0.0.1:{p.port}")
+        for _ in range(2):
+            async with client.stream([{"role": "user", "content": "hi"}], max_tokens=9) as s:
+                async for _delta in s:
+                    break
+            await asyncio.sleep(0.2)
+        assert client.abort_supported is False
+        assert len(p.aborted) == 1  # asked once, then never again
+        assert len(p.disconnected) == 2
+        await client.aclose()
+
+
+async def test_client_errors_are_typed() -> None:
+    client = LLMClient(f"http://127.0.0.1:{free_port()}", connect_timeout_s=0.5)
+    with pytest.raises(LLMUnavailable):
+        await client.complete([{"role": "user", "content": "x"}], max_tokens=4)
+    await client.aclose()
+    async with peer(stall=True) as p:
+        client = LLMClient(f"http://127.0.0.1:{p.port}", first_token_timeout_s=0.3)
+        with pytest.raises(LLMTimeout):
+            await client.complete([{"role": "user", "content": "x"}], max_tokens=4)
+        await client.aclose()
