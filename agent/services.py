@@ -92,6 +92,10 @@ class Services:
             asyncio.to_thread(build_synthesizer, config.tts),
         )
         bank = await asyncio.to_thread(build_bank, config.bank)
+        # Load what the first call would otherwise pay for (LM corpus, dictionary, Whisper).
+        warm_up = getattr(recognizer, "warm_up", None)
+        if warm_up is not None:
+            await warm_up()
         pool = ThreadPoolExecutor(config.server.cpu_workers, thread_name_prefix="cpu")
         return cls(config, vad, endpointer, recognizer, understander, pool, bank=bank, tts=tts)
 
