@@ -39,6 +39,8 @@ class Peer:
 
     delay: float = 0.05
     chunks: int = 200
+    content: str | None = None  # stream this text (in three pieces) instead of "w0 w1 ..."
+    finish: str = "stop"
     stall: bool = False
     abort_status: int = 200
     port: int = field(default_factory=free_port)
@@ -69,16 +71,21 @@ class Peer:
                 b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                 b"transfer-encoding: chunked\r\n\r\n"
             )
-            for i in range(self.chunks):
+            pieces = [f"w{i} " for i in range(self.chunks)]
+            if self.content is not None:
+                third = max(len(self.content) // 3, 1)
+                pieces = [self.content[i : i + third] for i in range(0, len(self.content), third)]
+            for i, piece in enumerate(pieces):
                 await asyncio.sleep(self.delay)
-                data = {"choices": [{"index": 0, "delta": {"content": f"w{i} "}}]}
+                data = {"choices": [{"index": 0, "delta": {"content": piece}}]}
                 payload = f"data: {json.dumps(data)}\n\n".encode()
                 writer.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
                 await writer.drain()
                 self.sent[rid] = i + 1
                 if reader.at_eof():
                     raise ConnectionResetError
-            end = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+            done = {"choices": [{"index": 0, "delta": {}, "finish_reason": self.finish}]}
+            end = f"data: {json.dumps(done)}\n\n".encode()
             end += b"data: [DONE]\n\n"
             writer.write(f"{len(end):x}\r\n".encode() + end + b"\r\n0\r\n\r\n")
             await writer.drain()
@@ -212,3 +219,67 @@ async def test_client_errors_are_typed() -> None:
         with pytest.raises(LLMTimeout):
             await client.complete([{"role": "user", "content": "x"}], max_tokens=4)
         await client.aclose()
+
+
+def _answer(**over: object) -> str:
+    data = {
+        "intent": "transfer_money",
+        "recipient_id": "p-ken-sato",
+        "amount": 5000,
+        "currency": "JPY",
+        "needs_confirmation": True,
+        "ambiguity": "none",
+    }
+    data.update(over)
+    return json.dumps(data)
+
+
+async def _resolve_with(content: str, text: str, finish: str = "stop") -> Understanding:
+    async with peer(delay=0.01, content=content, finish=finish) as p:
+        router = Router.build(config(base_url=f"http://127.0.0.1:{p.port}"))
+        out = await router.resolve(understand(text), text=text, candidates=PAYEES)
+        await router.aclose()
+        return out
+
+
+async def test_a_valid_answer_is_applied_and_checked_in_code() -> None:
+    out = await _resolve_with(_answer(amount=999), "send five thousand yen to ken")
+    assert out.path == "llm" and out.ambiguity_reason is None and out.needs_confirmation
+    assert out.entities["recipient_candidates"] == [{"id": "p-ken-sato", "score": 1.0}]
+    # the model's 999 was not said: the normaliser's 5000 stands
+    assert out.entities["amount"] == {"minor": 5000, "currency": "JPY"}
+    assert "amount:llm_ignored" in [t.rule for t in out.trace]
+
+
+async def test_the_model_picks_between_said_amounts_only() -> None:
+    text = "send 5000 yen no sorry 6000 yen to ken sato"
+    assert understand(text).ambiguity_reason == "conflicting_amounts"
+    out = await _resolve_with(_answer(amount=6000), text)
+    assert out.path == "llm" and out.entities["amount"] == {"minor": 6000, "currency": "JPY"}
+    out = await _resolve_with(_answer(amount=7000), text)
+    assert out.path == "fast" and out.trace[-1].value == "amount_not_said"
+
+
+async def test_a_money_request_keeps_its_missing_amount_after_the_recipient() -> None:
+    out = await _resolve_with(_answer(amount=0, currency="none"), "send the money to ken")
+    assert out.path == "llm" and out.ambiguity_reason == "missing_amount"
+    assert out.entities["recipient_candidates"] == [{"id": "p-ken-sato", "score": 1.0}]
+
+
+@pytest.mark.parametrize(
+    ("content", "finish", "why"),
+    [
+        (_answer(intent="check_balance", recipient_id="none"), "stop", "intent_changed"),
+        (_answer(recipient_id="none"), "stop", "no_recipient"),
+        (_answer(ambiguity="recipient"), "stop", "model_unsure"),
+        (_answer(recipient_id="p-someone-else"), "stop", "schema_enum"),
+        ('{"intent": "transfer_money", "recipient_id": "p-ken', "length", "truncated"),
+        ("Sure! Ken Sato it is.", "stop", "not_json"),
+    ],
+)
+async def test_invalid_answers_lead_to_a_clarifying_question(
+    content: str, finish: str, why: str
+) -> None:
+    out = await _resolve_with(content, "send five thousand yen to ken", finish)
+    assert out.path == "fast" and out.ambiguity_reason == "ambiguous_recipient"
+    assert out.trace[-1].rule == "llm:unresolved" and out.trace[-1].value == why
