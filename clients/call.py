@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import time
 import wave
@@ -142,14 +143,15 @@ async def run_call(
     async with asyncio.timeout(timeout_s), connect(url, max_size=2**22, compression=None) as ws:
 
         async def receive() -> None:
-            async for message in ws:
-                event = orjson.loads(message)
-                result.events.append(event)
-                result.received_at.append(time.monotonic())
-                if on_event:
-                    on_event(event)
-                if event["type"] == "session.ended":
-                    result.closed_cleanly = True
+            with contextlib.suppress(ConnectionClosed):  # the events say why it closed
+                async for message in ws:
+                    event = orjson.loads(message)
+                    result.events.append(event)
+                    result.received_at.append(time.monotonic())
+                    if on_event:
+                        on_event(event)
+                    if event["type"] == "session.ended":
+                        result.closed_cleanly = True
 
         reader = asyncio.create_task(receive())
         start = {
@@ -160,12 +162,15 @@ async def run_call(
             "customer_id": customer_id,
             "token": token or None,
         }
-        await ws.send(orjson.dumps(start).decode())
-        for text in texts:
-            await ws.send(orjson.dumps({"type": "input_text", "text": text}).decode())
-        if audio is not None:
-            await _stream_audio(ws, audio, rate, codec, fast, tail_silence_s, result)
-        await ws.send(orjson.dumps({"type": "session.end"}).decode())
+        try:
+            await ws.send(orjson.dumps(start).decode())
+            for text in texts:
+                await ws.send(orjson.dumps({"type": "input_text", "text": text}).decode())
+            if audio is not None:
+                await _stream_audio(ws, audio, rate, codec, fast, tail_silence_s, result)
+            await ws.send(orjson.dumps({"type": "session.end"}).decode())
+        except ConnectionClosed:
+            pass  # the server closed the call (unauthorized, busy): see its error event
         await reader
     return result
 

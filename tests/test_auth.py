@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 
@@ -103,4 +104,9 @@ async def test_the_server_takes_the_customer_from_the_token_only(tmp_path) -> No
             assert [e["type"] for e in events] == ["error"], (name, events)
             assert events[0]["code"] == "unauthorized", name
             assert close_code == 1008, name
+        # the server's log lines arrive through a pipe: give the last one a moment
+        for _ in range(50):
+            if len(server.events("unauthorized")) == len(cases):
+                break
+            await asyncio.sleep(0.1)
         assert len(server.events("unauthorized")) == len(cases)
