@@ -37,32 +37,39 @@ def _namespace_command() -> list[str]:
     return [*unshare, "sh", "-c", 'ip link set lo up && exec "$@"', "sh"]
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(
+needs_browser = pytest.mark.skipif(
     CHROMIUM is None or CHROMEDRIVER is None,
     reason="needs Chromium and chromedriver (Debian: apt-get install chromium chromium-driver)",
 )
-def test_a_browser_call_over_webrtc() -> None:
+
+
+def browser_call(artifacts: Path, *args: str) -> dict:
+    """Run tests/widget_session.py in a fresh network namespace; what the page showed."""
     pytest.importorskip("selenium", reason="needs selenium (pip install selenium)")
     command = [
         *_namespace_command(),
         sys.executable,
         str(ROOT / "tests" / "widget_session.py"),
-        "--wav",
-        str(SPEECH / "transfer_01.wav"),
         "--artifacts",
-        str(ARTIFACTS),
-        "--confirm",
+        str(artifacts),
         "--chromium",
         str(CHROMIUM),
         "--chromedriver",
         str(CHROMEDRIVER),
+        *args,
     ]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=150)
     lines = done.stdout.strip().splitlines()
     assert lines, f"no result from the browser session:\n{done.stderr[-4000:]}"
     page = orjson.loads(lines[-1])
     assert "failure" not in page, (page, done.stderr[-4000:])
+    return page
+
+
+@pytest.mark.slow
+@needs_browser
+def test_a_browser_call_over_webrtc() -> None:
+    page = browser_call(ARTIFACTS, "--wav", str(SPEECH / "transfer_01.wav"), "--confirm")
 
     # What the page shows for the spoken turn: transcript, understanding, reply.
     first = page["turns"]["1"]
@@ -84,6 +91,25 @@ def test_a_browser_call_over_webrtc() -> None:
     assert audio and audio["packets"] > 50 and audio["energy"] > 0, audio  # the spoken reply
     assert page["error"] == "" and page["status_after_hangup"] == "Call ended.", page
     assert (ARTIFACTS / "widget.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+@needs_browser
+def test_talking_over_the_reply_stops_it() -> None:
+    # The balance reply is several seconds of speech; the caller speaks 2.5 s after
+    # finishing the question, while it plays. Chromium's echo canceller muffles a caller
+    # who talks over the reply (it cannot know the fake microphone hears no speaker),
+    # so this caller wears headphones: the page's Echo cancellation box is unticked.
+    page = browser_call(
+        ARTIFACTS.with_name("widget-barge-in"),
+        *("--wav", str(SPEECH / "balance_01.wav")),
+        *("--wav", str(SPEECH / "cancel_01.wav")),
+        *("--gap-s", "2.5", "--headphones"),
+    )
+    assert page["turns"]["1"]["intent"].startswith("check_balance"), page
+    assert [i["turn"] for i in page["interrupted"]] == [1], page  # the speaker cut turn 1
+    second = page["turns"]["2"]
+    assert second["transcript"] == "cancel that" and second["reply"], second
 
 
 # --- the page and the token, over plain HTTP ---------------------------------------------

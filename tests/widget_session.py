@@ -81,18 +81,26 @@ call.pc.getStats().then((stats) => {
 """
 
 
-def microphone_file(fixture: Path, out: Path) -> Path:
-    """The fixture (16 kHz mono) as a 48 kHz mono WAV with silence around it."""
-    with wave.open(str(fixture)) as wav:
-        speech = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2")
-        rate = wav.getframerate()
-    audio = resample(speech, rate, 48_000)
-    lead, tail = np.zeros(int(LEAD_S * 48_000), "<i2"), np.zeros(int(TAIL_S * 48_000), "<i2")
+def microphone_file(fixtures: list[Path], gap_s: float, out: Path) -> Path:
+    """The fixtures (16 kHz mono), gap_s apart, as one 48 kHz mono WAV with silence
+    around them."""
+
+    def silence(seconds: float) -> np.ndarray:
+        return np.zeros(int(seconds * 48_000), "<i2")
+
+    parts = [silence(LEAD_S)]
+    for i, fixture in enumerate(fixtures):
+        with wave.open(str(fixture)) as wav:
+            speech = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2")
+            rate = wav.getframerate()
+        parts += [silence(gap_s)] if i else []
+        parts.append(resample(speech, rate, 48_000).astype("<i2"))
+    parts.append(silence(TAIL_S))
     with wave.open(str(out), "wb") as wav:
         wav.setnchannels(1)
         wav.setsampwidth(2)
         wav.setframerate(48_000)
-        wav.writeframes(np.concatenate([lead, audio.astype("<i2"), tail]).tobytes())
+        wav.writeframes(np.concatenate(parts).tobytes())
     return out
 
 
@@ -108,9 +116,13 @@ def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str) -> Any:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--wav", type=Path, required=True)
+    parser.add_argument("--wav", type=Path, required=True, action="append", help="repeatable")
+    parser.add_argument("--gap-s", type=float, default=3.0, help="silence between the wavs")
     parser.add_argument("--artifacts", type=Path, required=True)
     parser.add_argument("--confirm", action="store_true", help="press Confirm after turn 1")
+    parser.add_argument(
+        "--headphones", action="store_true", help="untick Echo cancellation before calling"
+    )
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     parser.add_argument("--chromedriver", default="/usr/bin/chromedriver")
     args = parser.parse_args()
@@ -122,7 +134,7 @@ def main() -> int:
     args.artifacts.mkdir(parents=True, exist_ok=True)
     result: dict = {"turns": {}}
     with tempfile.TemporaryDirectory(prefix="widget-") as tmp:
-        mic = microphone_file(args.wav, Path(tmp) / "mic.wav")
+        mic = microphone_file(args.wav, args.gap_s, Path(tmp) / "mic.wav")
         options = webdriver.ChromeOptions()
         options.binary_location = args.chromium
         for flag in CHROMIUM_FLAGS:
@@ -142,6 +154,8 @@ def main() -> int:
             driver.set_script_timeout(10)
             driver.get(server.http_url + "/")
             result["title"] = driver.title
+            if args.headphones:
+                driver.find_element(By.ID, "echo").click()
             driver.find_element(By.ID, "call").click()
 
             def turn(number: int) -> dict | None:
@@ -164,6 +178,10 @@ def main() -> int:
             if args.confirm:
                 driver.find_element(By.ID, "confirm").click()
                 result["turns"]["2"] = wait_for(lambda: finished(2), 15, "the reply to Confirm")
+            for number in range(2, len(args.wav) + 1):  # the later utterances
+                result["turns"][str(number)] = wait_for(
+                    lambda n=number: finished(n), 30, f"the reply to turn {number}"
+                )
             time.sleep(1.5)  # let the spoken reply play for a moment
             result["audio"] = driver.execute_async_script(READ_AUDIO_STATS)
             driver.save_screenshot(str(args.artifacts / "widget.png"))
@@ -185,6 +203,10 @@ def main() -> int:
             server.stop()
             (args.artifacts / "server.log").write_text(server.log_text())
             result["webrtc_states"] = [r.get("state") for r in server.events("webrtc_state")]
+            result["interrupted"] = [
+                {"turn": r.get("turn"), "heard": r.get("heard")}
+                for r in server.events("reply_interrupted")
+            ]
             result["webrtc_audio_frames"] = [
                 r.get("frames") for r in server.events("webrtc_audio_ended")
             ]

@@ -6,7 +6,8 @@
 const $ = (id) => document.getElementById(id);
 const ui = {
   form: $("call-form"), customer: $("customer"), token: $("token"),
-  call: $("call"), hangup: $("hangup"), status: $("status"), error: $("error"),
+  call: $("call"), hangup: $("hangup"), echo: $("echo"),
+  status: $("status"), error: $("error"),
   partial: $("partial"), turns: $("turns"), confirmBar: $("confirm-bar"),
   confirm: $("confirm"), cancel: $("cancel"), textForm: $("text-form"),
   text: $("text"), send: $("send"), audio: $("reply-audio"),
@@ -24,6 +25,7 @@ function showError(text) {
 function setInCall(active) {
   ui.call.disabled = active;
   ui.customer.disabled = active;
+  ui.echo.disabled = active;
   ui.hangup.disabled = !active;
   for (const el of [ui.confirm, ui.cancel, ui.text, ui.send]) el.disabled = !active;
   if (!active) ui.confirmBar.classList.remove("pending");
@@ -51,8 +53,12 @@ async function startCall() {
     setStatus("Getting a session token…");
     const token = await sessionToken(customer);
     setStatus("Asking for the microphone…");
+    // Echo cancellation keeps the assistant's voice out of the microphone when it comes
+    // from speakers; it also muffles the caller while the assistant talks (barge-in),
+    // so with headphones it is better off.
+    const echoCancellation = ui.echo.checked;
     const mic = await navigator.mediaDevices.getUserMedia({
-      audio: { echoCancellation: true, noiseSuppression: true, autoGainControl: true },
+      audio: { echoCancellation, noiseSuppression: echoCancellation, autoGainControl: true },
     });
     setStatus("Connecting…");
     const scheme = location.protocol === "https:" ? "wss" : "ws";
