@@ -19,6 +19,7 @@ import httpx
 import numpy as np
 import orjson
 import pytest
+from websockets.asyncio.client import connect
 
 from agent import auth
 from agent.transports.webrtc import FRAME_SAMPLES, RATE, ReplyTrack, TrackSink, mono_int16
@@ -155,6 +156,28 @@ async def test_dev_tokens_are_off_unless_configured() -> None:
         async with httpx.AsyncClient(base_url=server.http_url) as http:
             answer = await http.get("/dev/token", params={"customer": "cust-001"})
             assert answer.status_code == 404
+
+
+@pytest.mark.slow
+async def test_an_offer_the_server_cannot_answer_leaves_the_call_going(
+    server: LocalServer,
+) -> None:
+    token = auth.mint("cust-001", "dev-only-secret-replace-me", ttl_s=60)
+    no_ice = (
+        "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n"
+        "m=audio 9 UDP/TLS/RTP/SAVPF 111\r\nc=IN IP4 0.0.0.0\r\na=rtpmap:111 opus/48000/2\r\n"
+    )
+    no_audio = "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n"
+    async with connect(server.url) as ws:
+        start = {"type": "session.start", "sample_rate": 48_000, "customer_id": "cust-001"}
+        await ws.send(orjson.dumps({**start, "token": token}).decode())
+        assert orjson.loads(await ws.recv())["type"] == "session.created"
+        for sdp in (no_ice, no_audio):
+            await ws.send(orjson.dumps({"type": "webrtc.offer", "sdp": sdp}).decode())
+            error = orjson.loads(await ws.recv())
+            assert error["type"] == "error" and error["code"] == "webrtc_failed", error
+        await ws.send(orjson.dumps({"type": "input_text", "text": "what's my balance"}).decode())
+        assert orjson.loads(await ws.recv())["type"] == "input_audio_transcription.completed"
 
 
 # --- the reply track, without a network ---------------------------------------------------

@@ -331,10 +331,11 @@ async def handle_offer(ws: ServerConnection, call: Call, services: Services, sdp
     _sessions[call] = session
     try:
         answer = await session.answer(sdp)
-    except (ValueError, TimeoutError) as exc:  # aiortc raises ValueError on bad SDP
+    except Exception as exc:  # aiortc: ValueError and its own errors for SDP it refuses
+        session.log.warning("webrtc_offer_refused", error=repr(exc))
         await session.close()
         raise ProtocolError(
-            ErrorCode.WEBRTC_FAILED, f"could not answer the WebRTC offer: {exc}"
+            ErrorCode.WEBRTC_FAILED, f"could not answer the WebRTC offer: {exc or repr(exc)}"
         ) from None
     except BaseException:
         await session.close()
