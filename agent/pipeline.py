@@ -77,8 +77,9 @@ class Turn:
     timings: TurnTimings
     source: str  # "audio" or "text"
     utterance: UtteranceStream | None = None
-    # Understanding computed on partials, by transcript text, so the final is often free.
-    ahead: dict[str, asyncio.Future[Understanding]] = field(default_factory=dict)
+    # Understanding (and end-of-turn completeness) of partials, by transcript text, so
+    # the final's understanding is often ready when it arrives.
+    ahead: dict[str, asyncio.Future[tuple[Understanding, str]]] = field(default_factory=dict)
     task: asyncio.Task[None] | None = None
     response_task: asyncio.Task[None] | None = None
 
@@ -306,16 +307,15 @@ class Call:
     def _understand_ahead(self, turn: Turn, text: str) -> None:
         """Understand a partial in a worker thread while the caller is still speaking;
         the final transcript usually equals the last partial, so its understanding is
-        then ready at once. Older partials are stale: their work is cancelled."""
+        then ready at once. Older partials are stale: their queued jobs are cancelled."""
         if text in turn.ahead or not text.strip():
             return
         for stale in turn.ahead.values():
-            stale.cancel()  # a no-op once running; its result is then simply unused
+            stale.cancel()  # a queued job never runs; one already running is left alone
         adapt = turn is self._open and self.services.config.vad.adaptive
         job = functools.partial(self._understand_partial, text, adapt)
-        both = asyncio.get_running_loop().run_in_executor(self.services.cpu_pool, job)
-        future: asyncio.Future[Understanding] = asyncio.get_running_loop().create_future()
-        both.add_done_callback(functools.partial(self._partial_understood, turn, future))
+        future = asyncio.get_running_loop().run_in_executor(self.services.cpu_pool, job)
+        future.add_done_callback(functools.partial(self._adapt_end_of_turn, turn))
         turn.ahead[text] = future
 
     def _understand_partial(self, text: str, adapt: bool) -> tuple[Understanding, str]:
@@ -327,22 +327,15 @@ class Call:
         )
         return understanding, completeness
 
-    def _partial_understood(
-        self, turn: Turn, future: asyncio.Future[Understanding], both: asyncio.Future[Any]
-    ) -> None:
-        if future.cancelled():
+    def _adapt_end_of_turn(self, turn: Turn, future: asyncio.Future[Any]) -> None:
+        """Adaptive end of turn: a complete command may end after a short silence, a
+        clearly unfinished one waits longer, anything else the default."""
+        vad = self.services.config.vad
+        if turn is not self._open or not vad.adaptive or future.cancelled() or future.exception():
             return
-        if both.cancelled() or both.exception():
-            future.cancel()
-            return
-        understanding, completeness = both.result()
-        future.set_result(understanding)
-        if turn is self._open and self.services.config.vad.adaptive:
-            # Adaptive end of turn: a complete command may end after a short silence,
-            # a clearly unfinished one waits longer, anything else the default.
-            vad = self.services.config.vad
-            silence = {"complete": vad.short_silence_ms, "incomplete": vad.long_silence_ms}
-            self._frontend.endpointer.silence_ms = silence.get(completeness, vad.silence_ms)
+        _, completeness = future.result()
+        silence = {"complete": vad.short_silence_ms, "incomplete": vad.long_silence_ms}
+        self._frontend.endpointer.silence_ms = silence.get(completeness, vad.silence_ms)
 
     def _understand(self, text: str) -> Understanding:
         return self.services.understander.understand(
@@ -353,11 +346,14 @@ class Call:
         )
 
     async def _understand_and_reply(self, turn: Turn, text: str) -> None:
-        future = turn.ahead.get(text)
-        if future is None or future.cancelled():
+        ahead = turn.ahead.get(text)
+        if ahead is not None and not ahead.cancelled():
+            understanding, _ = await ahead
+        else:
             loop = asyncio.get_running_loop()
-            future = loop.run_in_executor(self.services.cpu_pool, self._understand, text)
-        understanding = await future
+            understanding = await loop.run_in_executor(
+                self.services.cpu_pool, self._understand, text
+            )
         turn.timings.mark("understanding_ready")
         self._emit(events.understanding_event(turn.number, understanding.to_dict()))
         # A task of its own so that response.cancel stops the reply but not the turn;
