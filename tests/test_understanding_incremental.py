@@ -51,5 +51,5 @@ def test_benchmark_script_runs() -> None:
         timeout=120,
         check=True,
     )
-    assert "overlapped: final -> understanding ready" in proc.stdout
+    assert "overlapped with partials, final = last partial" in proc.stdout
     assert "mean wait after the last word, adaptive" in proc.stdout

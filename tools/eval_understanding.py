@@ -185,6 +185,9 @@ def main() -> None:
                 miss("intent", f"{text!r} [{src}]: {u.intent} (gold {label})")
     rows.append(("command intent accuracy, CLINC150 val banking+credit_cards", pct(ok, n)))
     rows.append(("non-banking understood as an action, CLINC150 val other+oos", pct(nb_action, nb)))
+    rows.append(
+        ("intent confidence calibration, CLINC150 val (ECE, 10 bins)", f"{ece(conf_pairs):.3f}")
+    )
 
     # 2. FAQ topics
     b77 = nlu_data.banking77("dev")
@@ -296,8 +299,16 @@ def main() -> None:
     p99 = lat[int(0.99 * (len(lat) - 1))]
     rows.append(
         (
-            f"understand() latency, {len(lat)} utterances, one thread",
+            f"understand() latency (wall), {len(lat)} utterances, one thread",
             f"p50 {p50:.3f} ms, p99 {p99:.3f} ms, max {lat[-1]:.2f} ms",
+        )
+    )
+    cpu = sorted(cpu_latencies)
+    rows.append(
+        (
+            "understand() latency (thread CPU time: immune to waiting for a busy core)",
+            f"p50 {statistics.median(cpu):.3f} ms, p99 {cpu[int(0.99 * (len(cpu) - 1))]:.3f} ms,"
+            f" max {cpu[-1]:.2f} ms",
         )
     )
     rows.append(("Understander.load()", f"{load_ms:.0f} ms"))
@@ -353,19 +364,19 @@ def main() -> None:
     payees = [
         Payee(f"p{i}", f"{rng.choice(first)} {rng.choice(last)}{i % 7 or ''}") for i in range(1000)
     ]
-    t = time.perf_counter()
+    t = time.thread_time()
     index = PayeeIndex(payees)
-    build_ms = (time.perf_counter() - t) * 1000
+    build_ms = (time.thread_time() - t) * 1000
     qs = ["ken satoh", "hiroshi saitou", "mary jonz", "kan sat oh", "yuki suzuki"] * 40
     ts = []
     for q in qs:
-        t = time.perf_counter()
+        t = time.thread_time()
         index.search(q, k=3)
-        ts.append((time.perf_counter() - t) * 1000)
+        ts.append((time.thread_time() - t) * 1000)
     ts.sort()
     rows.append(
         (
-            "PayeeIndex, 1,000 payees: build / search p50 / p99",
+            "PayeeIndex, 1,000 payees: build / search p50 / p99 (thread CPU time)",
             f"{build_ms:.1f} ms / {statistics.median(ts):.3f} ms / "
             f"{ts[int(0.99 * (len(ts) - 1))]:.3f} ms",
         )
@@ -397,25 +408,58 @@ def main() -> None:
         "health",
         "net",
     ]
+    syll = [
+        "ka",
+        "ki",
+        "ko",
+        "sa",
+        "shi",
+        "to",
+        "na",
+        "mi",
+        "ra",
+        "yu",
+        "ta",
+        "ro",
+        "ha",
+        "jo",
+        "an",
+        "el",
+        "mar",
+        "son",
+        "ber",
+        "li",
+        "da",
+        "vi",
+        "en",
+        "ne",
+        "po",
+        "gu",
+    ]
+
+    def brand() -> str:
+        return "".join(rng.choice(syll) for _ in range(rng.randint(2, 3)))
+
+    # 100,000 synthetic billers: an invented brand plus one or two service words
     billers = [
-        Payee(f"b{i}", f"{rng.choice(words)} {rng.choice(words)} {i}", "biller")
+        Payee(f"b{i}", f"{brand()} {rng.choice(words)} {rng.choice(words)}", "biller")
         for i in range(100_000)
     ]
     billers[4242] = Payee("b4242", "Tokyo Electric Power", "biller")
-    t = time.perf_counter()
+    t = time.thread_time()
     directory = BillerDirectory(billers)
-    dbuild = (time.perf_counter() - t) * 1000
+    dbuild = (time.thread_time() - t) * 1000
     ts = []
     top_ok = 0
     for q in ["tokyo electric power", "tokio electrik power", "tokyo electric pour"] * 10:
-        t = time.perf_counter()
+        t = time.thread_time()
         res = directory.search(q, k=3)
-        ts.append((time.perf_counter() - t) * 1000)
+        ts.append((time.thread_time() - t) * 1000)
         top_ok += bool(res) and res[0].id == "b4242"
     ts.sort()
     rows.append(
         (
-            "BillerDirectory, 100,000 entries: build / search p50 / p99 / top-1",
+            "BillerDirectory, 100,000 entries: build / search p50 / p99 / top-1 (thread CPU)",
             f"{dbuild:.0f} ms / {statistics.median(ts):.2f} ms / "
             f"{ts[int(0.99 * (len(ts) - 1))]:.2f} ms / {top_ok}/30",
         )

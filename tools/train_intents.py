@@ -164,7 +164,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--intent-c", type=float, default=50.0)
     ap.add_argument("--topic-c", type=float, default=30.0)
-    ap.add_argument("--topic-svc", type=float, default=0.0, help="LinearSVC C for topics")
+    ap.add_argument("--topic-svc", type=float, default=1.0, help="LinearSVC C for topics (0: LR)")
     ap.add_argument("--eval", action="store_true")
     ap.add_argument("--only", choices=["intent", "topic"], default=None)
     ap.add_argument("--b77-weight", type=float, default=B77_WEIGHT)

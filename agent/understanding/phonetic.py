@@ -54,6 +54,7 @@ def ascii_fold(text: str) -> str:
     return _SPACES.sub(" ", _NON_ALPHA.sub(" ", ascii_text)).strip()
 
 
+@lru_cache(maxsize=65536)
 def fold_token(tok: str) -> str:
     tok = _OH.sub("o", tok)
     for a, b in _ROMAJI:
@@ -66,6 +67,7 @@ def fold_name(text: str) -> str:
     return " ".join(fold_token(t) for t in ascii_fold(text).split())
 
 
+@lru_cache(maxsize=65536)
 def token_key(tok: str) -> str:
     for a, b in _PHONETIC:
         tok = tok.replace(a, b)
