@@ -82,6 +82,13 @@ def test_yes_no_cancel(dev_results, nlu: Understander) -> None:
         "stop",
     ]:
         assert nlu.understand(text).intent == "deny", text
+    # statements of agreement or disagreement, and questions that only sound like them
+    for text in ["this is a true statement", "you are not wrong about that"]:
+        assert nlu.understand(text).intent == "confirm", text
+    for text in ["that is not correct", "i said cancel", "no, that is fake"]:
+        assert nlu.understand(text).intent == "deny", text
+    for text in ["My payment had a wrong exchange rate.", "I found a transfer fee - is that ok?"]:
+        assert nlu.understand(text).intent not in ("confirm", "deny"), text
 
 
 @pytest.mark.parametrize(

@@ -253,6 +253,12 @@ def yes_no(words: list[str]) -> str | None:
             return "deny"
         if all(w in YES_WORDS for w in stripped):
             return "confirm"
+    if len(core) <= 5 and (
+        core[-1] in ("cancel", "stop", "abort")
+        or " ".join(core[-2:])
+        in ("cancel it", "cancel that", "stop it", "stop that", "abort it", "never mind")
+    ):
+        return "deny"  # "i said cancel", "please just stop it"
     if core[0] in LEADING_YES and " ".join(core[1:]) in YES_PHRASES:
         return "confirm"
     if core[0] in LEADING_NO and " ".join(core[1:]) in NO_PHRASES | {""}:
@@ -270,4 +276,92 @@ def leading_reply(words: list[str]) -> str | None:
         return "deny"
     if core[0] in LEADING_YES:
         return "confirm"
+    return None
+
+
+_ASSENT = {
+    "true",
+    "correct",
+    "accurate",
+    "agreed",
+    "agree",
+    "exactly",
+    "affirmative",
+    "yes",
+    "yeah",
+    "yep",
+    "yup",
+    "factual",
+    "valid",
+}
+_DISSENT = {
+    "wrong",
+    "incorrect",
+    "false",
+    "fake",
+    "invalid",
+    "untrue",
+    "inaccurate",
+    "nope",
+    "nah",
+    "negative",
+}
+_NEGATION = {
+    "not",
+    "no",
+    "never",
+    "isn't",
+    "aren't",
+    "wasn't",
+    "don't",
+    "doesn't",
+    "didn't",
+    "can't",
+    "won't",
+    "ain't",
+    "nothing",
+}
+_QUESTION_START = {
+    "what",
+    "how",
+    "why",
+    "when",
+    "where",
+    "who",
+    "which",
+    "is",
+    "are",
+    "can",
+    "could",
+    "do",
+    "does",
+    "did",
+    "will",
+    "would",
+    "should",
+    "was",
+    "were",
+    "what's",
+    "whats",
+    "how's",
+    "where's",
+    "who's",
+    "when's",
+    "why's",
+}
+
+
+def polarity(words: list[str]) -> str | None:
+    """A short statement of agreement or disagreement: "this is a true statement" -> confirm,
+    "that is not correct" -> deny, "you are not wrong about that" -> confirm."""
+    core = core_words(words)
+    if not core or len(core) > 10 or core[0] in _QUESTION_START:
+        return None
+    dissent = any(w in _DISSENT for w in core)
+    negated = any(w in _NEGATION or w.endswith("n't") for w in core)
+    assent = any(w in _ASSENT for w in core)
+    if dissent:
+        return "confirm" if negated else "deny"
+    if assent:
+        return "deny" if negated else "confirm"
     return None

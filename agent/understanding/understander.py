@@ -30,7 +30,7 @@ from agent.understanding.entities import (
 from agent.understanding.linear import LinearModel
 from agent.understanding.money import find_amounts, is_plausible, to_minor
 from agent.understanding.payees import Candidate, Payee, PayeeIndex
-from agent.understanding.rules import DANGLING, leading_reply, yes_no
+from agent.understanding.rules import DANGLING, leading_reply, polarity, yes_no
 from agent.understanding.tokens import tokenize
 from agent.understanding.trace import TraceEntry
 
@@ -83,6 +83,10 @@ class Understanding:
             "path": self.path,
             "trace": [t.to_dict() for t in self.trace],
         }
+
+
+def toks_have_numbers(toks: list) -> bool:
+    return any(t.kind in ("num", "sym", "time", "ord") for t in toks)
 
 
 def _clean(text: str) -> tuple[str, int, bool]:
@@ -203,6 +207,14 @@ class Understander:
             intent, confidence = self.intent_model.top(clean, 1)[0]
             trace.append(TraceEntry("", f"{intent}:{confidence:.3f}", "intent:linear"))
             lead = leading_reply(words)
+            if (
+                lead is None
+                and (intent in ("out_of_scope", "confirm", "deny") or confidence < 0.7)
+                and intent not in ACTION_INTENTS
+                and "?" not in clean
+                and not toks_have_numbers(toks)
+            ):
+                lead = polarity(words)  # "this is a true statement", "that is not correct"
             if lead == "deny" or (lead == "confirm" and intent not in ACTION_INTENTS):
                 # "no, leave them be": a reply that opens with no is never an action
                 trace.append(TraceEntry(words[0], lead, "intent:rule_leading_reply"))
