@@ -207,6 +207,7 @@ def main() -> None:
     # 3. amounts, names, yes/no on NLU++ and SGD
     amt_ok = amt_n = sp_ok = sp_n = per_ok = per_n = 0
     spurious = no_amount_n = 0
+    spurious_person = no_person_n = 0
     for row in nlu_data.nlupp(nlu_data.NLUPP_DEV_FOLDS):
         text = row["text"]
         slots = row.get("slots", {})
@@ -233,6 +234,11 @@ def main() -> None:
             if got is not None:
                 spurious += 1
                 miss("amount_spurious", f"{text!r}: {got}")
+        if "person_name" not in slots:
+            no_person_n += 1
+            if "person" in u.entities:
+                spurious_person += 1
+                miss("person_spurious", f"{text!r}: {u.entities['person']!r}")
         if "person_name" in slots:
             want_p = slots["person_name"]["text"].lower()
             per_n += 1
@@ -289,6 +295,9 @@ def main() -> None:
     rows.append(("amount+currency exact, spoken renderings of the above", pct(sp_ok, sp_n)))
     rows.append(("spurious amount on NLU++ utterances without one", pct(spurious, no_amount_n)))
     rows.append(("person name exact, NLU++ folds 7-9", pct(per_ok, per_n)))
+    rows.append(
+        ("a person found in NLU++ 7-9 utterances without one", pct(spurious_person, no_person_n))
+    )
     rows.append(("person name exact, SGD dev slice", pct(sgd_per_ok, sgd_per_n)))
     rows.append(("command intent accuracy, SGD dev slice", pct(sgd_int_ok, sgd_int_n)))
     rows.append(("yes/no/cancel accuracy (CLINC val, NLU++ 7-9, SGD dev)", pct(yn_ok, yn)))

@@ -139,21 +139,32 @@ def export(path: Path, clf, vocab: dict[str, int], groups: list[str] | None = No
 
 
 def write_lexicon() -> None:
-    """Common words of the banking corpora: a word outside it after "to"/"from" is likely a name.
+    """Common words: a word outside this list after "to"/"from" is likely a name.
 
-    Built from CLINC150 and BANKING77 only (no synthetic names), words seen at least 3 times.
+    Every word seen at least twice in the training text of CLINC150, BANKING77, NLU++
+    (folds 0-6), SGD and the Rasa/IBM sets, except words inside a labelled person name.
     """
     import json
 
     from agent.understanding.tokens import tokenize
 
     counts: Counter[str] = Counter()
-    texts = [t for t, _l, _s in nlu_data.clinc("train")] + [
-        t for t, _c in nlu_data.banking77("train")
-    ]
+    names: set[str] = set()
+    texts = [t for t, _l, _s in nlu_data.clinc("train")]
+    texts += [t for t, _c in nlu_data.banking77("train")]
+    texts += [t for t, _l in nlu_data.rasa() + nlu_data.ibm()]
+    for row in nlu_data.nlupp(tuple(i for i in range(10) if i not in nlu_data.NLUPP_DEV_FOLDS)):
+        texts.append(row["text"])
+        if "person_name" in row.get("slots", {}):
+            names.update(row["slots"]["person_name"]["text"].lower().split())
+    for text, _label, row in nlu_data.sgd("train"):
+        texts.append(text)
+        for span in row["slot_spans"]:
+            if span["slot"] == "recipient_account_name":
+                names.update(span["text"].lower().split())
     for text in texts:
         counts.update(t.text for t in tokenize(text) if t.kind == "word")
-    words = sorted(w for w, c in counts.items() if c >= 3)
+    words = sorted(w for w, c in counts.items() if c >= 2 and w not in names)
     path = MODEL_DIR / "lexicon.json"
     path.write_text(json.dumps(words, separators=(",", ":")), encoding="utf-8")
     print(f"wrote {path} ({len(words)} words)")
@@ -166,7 +177,7 @@ def main() -> None:
     ap.add_argument("--topic-c", type=float, default=30.0)
     ap.add_argument("--topic-svc", type=float, default=1.0, help="LinearSVC C for topics (0: LR)")
     ap.add_argument("--eval", action="store_true")
-    ap.add_argument("--only", choices=["intent", "topic"], default=None)
+    ap.add_argument("--only", choices=["intent", "topic", "lexicon"], default=None)
     ap.add_argument("--b77-weight", type=float, default=B77_WEIGHT)
     ap.add_argument("--out", type=Path, default=MODEL_DIR)
     args = ap.parse_args()
@@ -174,6 +185,8 @@ def main() -> None:
     MODEL_DIR = args.out
     MODEL_DIR.mkdir(parents=True, exist_ok=True)
     write_lexicon()
+    if args.only == "lexicon":
+        return
 
     if args.only in (None, "intent"):
         rows = intent_training_set()

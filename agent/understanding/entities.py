@@ -242,6 +242,89 @@ STOPS = {
     "had",
     "are",
     "am",
+    "must",
+    "shall",
+    "may",
+    "might",
+    "i'd",
+    "i'm",
+    "i'll",
+    "i've",
+    "they",
+    "abroad",
+    "overseas",
+    "while",
+    "where",
+    "what",
+    "how",
+    "why",
+    "yet",
+    "already",
+    "still",
+}
+# A span holding one of these is a company or a place, not a person.
+COMPANY_WORDS = {
+    "office",
+    "restaurant",
+    "kitchen",
+    "subscription",
+    "video",
+    "shop",
+    "store",
+    "shopping",
+    "business",
+    "bank",
+    "ltd",
+    "limited",
+    "inc",
+    "co",
+    "corp",
+    "company",
+    "services",
+    "service",
+    "insurance",
+    "cafe",
+    "bar",
+    "pub",
+    "pubs",
+    "hotel",
+    "airlines",
+    "airways",
+    "energy",
+    "gas",
+    "electric",
+    "electricity",
+    "water",
+    "telecom",
+    "mobile",
+    "broadband",
+    "council",
+    "prime",
+    "market",
+    "supermarket",
+    "pharmacy",
+    "gym",
+    "club",
+    "cinema",
+    "atm",
+    "atms",
+    "regency",
+    "foods",
+    "motors",
+    "group",
+    "plc",
+    "llc",
+    "online",
+    "express",
+    "travel",
+    "rail",
+    "taxi",
+    "taxis",
+    "uber",
+    "amazon",
+    "netflix",
+    "spotify",
+    "paypal",
 }
 FILLERS = {"um", "uh", "er", "erm", "hmm", "mm", "ah", "oh", "eh", "uhm", "hm", "like"}
 TITLES = {"mr", "mrs", "ms", "miss", "dr", "mister", "missus", "sir", "madam", "prof"}
@@ -374,11 +457,13 @@ def find_person(text: str, toks: list[Token], lexicon: frozenset[str]) -> Span |
             continue
         s, e = run
         if _looks_like_name(text, toks, s, e, lexicon):
+            if any(t.text in COMPANY_WORDS for t in toks[s:e]):
+                continue  # "from Amazon Prime Video", "to passport office"
             surface = _strip_possessive(text[toks[s].start : toks[e - 1].end])
             return Span(surface, s, e, "person:after_cue_" + tok.text)
     # A bare name on its own ("lilith sharaya danaher", "ken sato"), e.g. answering "to whom?"
     words = [t for t in toks if t.kind == "word" and t.text not in FILLERS]
-    if words and len(words) <= 4 and all(not _is_stop(t) for t in words):
+    if 2 <= len(words) <= 4 and all(not _is_stop(t) for t in words):
         if all(t.text not in lexicon for t in words if len(t.text) > 1):
             s = toks.index(words[0])
             e = toks.index(words[-1]) + 1
