@@ -173,7 +173,7 @@ def write_lexicon() -> None:
 def main() -> None:
     global B77_WEIGHT, MODEL_DIR
     ap = argparse.ArgumentParser()
-    ap.add_argument("--intent-c", type=float, default=50.0)
+    ap.add_argument("--intent-c", type=float, default=150.0)
     ap.add_argument("--topic-c", type=float, default=30.0)
     ap.add_argument("--topic-svc", type=float, default=1.0, help="LinearSVC C for topics (0: LR)")
     ap.add_argument("--eval", action="store_true")

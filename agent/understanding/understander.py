@@ -209,7 +209,7 @@ class Understander:
             lead = leading_reply(words)
             if (
                 lead is None
-                and (intent in ("out_of_scope", "confirm", "deny") or confidence < 0.7)
+                and (intent in ("out_of_scope", "confirm", "deny") or confidence < 0.8)
                 and intent not in ACTION_INTENTS
                 and "?" not in clean
                 and not toks_have_numbers(toks)
