@@ -296,6 +296,17 @@ def test_a_card_lock_is_read_back_and_confirmed() -> None:
     )
 
 
+def test_a_new_request_replaces_a_card_read_back() -> None:
+    caller = Caller()
+    caller.say("lock my card")
+    reply = caller.say("send five thousand yen to Ken Sato")
+    assert reply == "Send 5,000 yen to Ken Sato from your yen account?"
+    assert isinstance(caller.effects[0], ClearPending)
+    caller.say("yes")
+    execute = caller.executes()
+    assert execute is not None and execute.pending.action.kind == "transfer"
+
+
 def test_balance_and_recent_transactions() -> None:
     caller = Caller()
     assert caller.say("what's my balance") == (

@@ -330,7 +330,7 @@ class Dialogue:
                     Say(old.readback),
                 ]
             return [ClearPending("replaced by a correction"), *effects]
-        if u.intent in _MONEY_INTENTS and u.confidence >= 0.5:
+        if u.intent in _MONEY_INTENTS and (u.confidence >= 0.5 or slots.any):
             return self._switch(u, turn)
         return self._failed(
             [Say("Please say yes to go ahead, or no to cancel."), Say(self.pending.readback)]
