@@ -250,7 +250,15 @@ class AgentServer:
 
 
 def _response(status: http.HTTPStatus, body: bytes, content_type: str) -> Response:
-    headers = Headers([("Content-Type", content_type), ("Content-Length", str(len(body)))])
+    # websockets closes the connection after any response but 101; saying so stops
+    # keep-alive clients (browsers, httpx) from sending the next request into the close.
+    headers = Headers(
+        [
+            ("Content-Type", content_type),
+            ("Content-Length", str(len(body))),
+            ("Connection", "close"),
+        ]
+    )
     return Response(status.value, status.phrase, headers, body)
 
 

@@ -2,7 +2,7 @@
 over WebRTC, with a speech fixture as the microphone; we read what the page shows.
 
 Chromium and the server run inside a network namespace of their own with only the
-loopback interface up (``unshare -n``), so every packet, WebRTC included, stays on
+loopback interface (``unshare -n``), so every packet, WebRTC included, stays on
 127.0.0.1 there. The browser session itself is tests/widget_session.py.
 """
 
@@ -32,10 +32,9 @@ CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 
 
 def _namespace_command() -> list[str]:
-    """Root makes a plain network namespace; anyone else maps themselves to root in a
-    user namespace first (unshare -r)."""
-    unshare = ["unshare", "-n"] if os.geteuid() == 0 else ["unshare", "-r", "-n"]
-    return [*unshare, "sh", "-c", 'ip link set lo up && exec "$@"', "sh"]
+    """A new network namespace (the session brings its lo up). Root makes a plain one;
+    anyone else maps themselves to root in a user namespace first (unshare -r)."""
+    return ["unshare", "-n"] if os.geteuid() == 0 else ["unshare", "-r", "-n"]
 
 
 needs_browser = pytest.mark.skipif(
@@ -178,6 +177,12 @@ async def test_an_offer_the_server_cannot_answer_leaves_the_call_going(
             assert error["type"] == "error" and error["code"] == "webrtc_failed", error
         await ws.send(orjson.dumps({"type": "input_text", "text": "what's my balance"}).decode())
         assert orjson.loads(await ws.recv())["type"] == "input_audio_transcription.completed"
+    async with connect(server.url) as ws:  # WebRTC audio is fed to the call as PCM16
+        start = {**start, "codec": "mulaw", "sample_rate": 8000, "token": token}
+        await ws.send(orjson.dumps(start).decode())
+        assert orjson.loads(await ws.recv())["type"] == "session.created"
+        await ws.send(orjson.dumps({"type": "webrtc.offer", "sdp": no_ice}).decode())
+        assert orjson.loads(await ws.recv())["code"] == "invalid_event"
 
 
 # --- the reply track, without a network ---------------------------------------------------

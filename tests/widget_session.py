@@ -5,14 +5,19 @@ a speech fixture as the microphone (Chromium's fake capture device), presses Cal
 until the page shows the reply, optionally presses Confirm, and prints what the page
 shows as one JSON object on stdout. A screenshot and the server's log go to --artifacts.
 
-    unshare -n sh -c 'ip link set lo up && exec python tests/widget_session.py ...'
+    unshare -n python tests/widget_session.py --wav tests/fixtures/speech/transfer_01.wav \
+        --artifacts test-artifacts/widget
 
-Every socket it opens is on 127.0.0.1 inside that namespace.
+It refuses to run where any network interface but ``lo`` exists (outside a namespace of
+its own), brings ``lo`` up itself, and every socket it opens is on 127.0.0.1 there.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
+import socket
+import struct
 import sys
 import tempfile
 import time
@@ -81,6 +86,19 @@ call.pc.getStats().then((stats) => {
 """
 
 
+def isolate_to_loopback() -> None:
+    """Check that this is a network namespace with nothing but ``lo``, and bring it up
+    (SIOCSIFFLAGS, what ``ip link set lo up`` does)."""
+    names = [name for _, name in socket.if_nameindex()]
+    if names != ["lo"]:
+        raise SystemExit(f"run me inside 'unshare -n' (interfaces here: {names})")
+    get_flags, set_flags, up = 0x8913, 0x8914, 0x1  # SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack("16sh", b"lo", 0)
+        flags = struct.unpack("16sh", fcntl.ioctl(sock, get_flags, request))[1]
+        fcntl.ioctl(sock, set_flags, struct.pack("16sh", b"lo", flags | up))
+
+
 def microphone_file(fixtures: list[Path], gap_s: float, out: Path) -> Path:
     """The fixtures (16 kHz mono), gap_s apart, as one 48 kHz mono WAV with silence
     around them."""
@@ -126,6 +144,7 @@ def main() -> int:
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     parser.add_argument("--chromedriver", default="/usr/bin/chromedriver")
     args = parser.parse_args()
+    isolate_to_loopback()
 
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service

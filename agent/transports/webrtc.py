@@ -327,6 +327,11 @@ async def handle_offer(ws: ServerConnection, call: Call, services: Services, sdp
         raise ProtocolError(
             ErrorCode.INVALID_EVENT, "webrtc.offer: this call already has a peer connection"
         )
+    if call.session.codec != "pcm16":  # decoded WebRTC audio is fed as PCM16
+        raise ProtocolError(
+            ErrorCode.INVALID_EVENT,
+            "webrtc.offer: start the session with codec 'pcm16' (and sample_rate 48000)",
+        )
     session = WebRTCAudio(ws, call, services)
     _sessions[call] = session
     try:
