@@ -50,7 +50,7 @@ def router_for(server: LlamaServer) -> Router:
             extraction_budget_ms=60_000,
             answer_budget_ms=60_000,
             extraction_max_tokens=80,
-            answer_max_tokens=60,
+            answer_max_tokens=24,
             faq_direct_score=0.99,  # send partial matches to the LLM
         )
     )
@@ -64,7 +64,7 @@ async def test_streams_tokens_as_they_arrive(llm: LlamaServer) -> None:
     client = client_for(llm)
     arrivals = []
     async with client.stream(
-        [{"role": "user", "content": "Count from one to ten in words."}], max_tokens=40
+        [{"role": "user", "content": "Count from one to ten in words."}], max_tokens=20
     ) as stream:
         async for delta in stream:
             arrivals.append((time.perf_counter(), delta))
@@ -167,23 +167,40 @@ async def test_prefix_cache_two_requests_share_the_prefix(llm: LlamaServer) -> N
     shared = 0
     while rendered[0][shared] == rendered[1][shared]:
         shared += 1
-    assert rendered[0][:shared].endswith("Candidates:\n- ")
+    # everything up to the first candidate is shared: the fixed prefix is the whole system
+    # message and the start of the user message
     assert prompts.EXTRACTION_SYSTEM in rendered[0][:shared]
+    assert "Candidates:\n- " in rendered[0][:shared]
 
     schema = prompts.response_format(prompts.extraction_schema(["p-ken-sato", "p-ken-saito"]))
-    await client.complete(a, max_tokens=80, response_format=schema)  # warm
-    warm = await client.complete(b, max_tokens=80, response_format=schema)
-    cold_messages = [
-        {"role": "system", "content": f"[{uuid.uuid4().hex}] " + b[0]["content"]},
-        b[1],
-    ]
-    cold = await client.complete(cold_messages, max_tokens=80, response_format=schema)
-    assert warm.stats.cached_tokens is not None and cold.stats.prompt_tokens
-    assert warm.stats.cached_tokens > 0.8 * cold.stats.prompt_tokens
-    assert (cold.stats.cached_tokens or 0) < 20
-    assert warm.stats.ttft_ms < cold.stats.ttft_ms / 2, (warm.stats, cold.stats)
+    await client.complete(a, max_tokens=80, response_format=schema)
+    second = await client.complete(b, max_tokens=80, response_format=schema)
+    fixed = len(prompts.EXTRACTION_SYSTEM) // 4  # ~4 characters per token
+    assert second.stats.cached_tokens is not None and second.stats.cached_tokens > fixed
+
+    # cold vs warm on a shorter prompt (a QnA prompt; CPU prefill is slow): a nonce in
+    # front of the same messages leaves nothing to reuse
+    passages = [("When is the Shibuya branch open?", "Weekdays 9 to 5, Saturdays 10 to 4.")]
+    await client.complete(prompts.qna_messages("is shibuya open today", passages), max_tokens=4)
+    q = prompts.qna_messages("how late is shibuya open on saturday", passages)
+    warm = await client.complete(q, max_tokens=4)
+    nonce = f"[{uuid.uuid4().hex}] "
+    cold = await client.complete(
+        [{"role": "system", "content": nonce + q[0]["content"]}, q[1]], max_tokens=4
+    )
+    assert warm.stats.cached_tokens and cold.stats.prompt_tokens
+    assert warm.stats.cached_tokens > 0.6 * cold.stats.prompt_tokens
+    assert (cold.stats.cached_tokens or 0) < 10
+    # the prefill the server did (its own clock; the machine may be shared, so the
+    # comparison is between two requests in a row, not against a fixed number)
+    warm_ms = warm.stats.server_timings["prompt_ms"]
+    cold_ms = cold.stats.server_timings["prompt_ms"]
+    assert warm.stats.server_timings["prompt_n"] < cold.stats.server_timings["prompt_n"] / 2
+    assert warm_ms < cold_ms, (warm.stats, cold.stats)
     print(
-        f"prefix cache: cold ttft {cold.stats.ttft_ms:.0f} ms, warm {warm.stats.ttft_ms:.0f} ms "
-        f"({warm.stats.cached_tokens}/{cold.stats.prompt_tokens} tokens cached)"
+        f"prefix cache: extraction {second.stats.cached_tokens}/{second.stats.prompt_tokens} "
+        f"tokens cached; qna cold ttft {cold.stats.ttft_ms:.0f} ms (prefill {cold_ms:.0f} ms), "
+        f"warm {warm.stats.ttft_ms:.0f} ms (prefill {warm_ms:.0f} ms, "
+        f"{warm.stats.cached_tokens}/{cold.stats.prompt_tokens} tokens cached)"
     )
     await client.aclose()
