@@ -139,10 +139,20 @@ def test_only_missing_slots_are_asked_for() -> None:
     assert caller.say("fifty pounds") == "Send 50 pounds to Yuki Tanaka from your everyday account?"
 
 
-def test_disambiguation_accepts_a_partial_name_that_decides() -> None:
+def test_disambiguation_takes_the_name_that_decides() -> None:
     caller = Caller()
     caller.say("send the money to Ken")
-    assert caller.say("Saito") == "How much would you like to send to Ken Saito?"
+    assert caller.say("Ken Saito") == "How much would you like to send to Ken Saito?"
+
+
+def test_a_vague_no_does_not_cancel() -> None:
+    caller = Caller()
+    caller.say("send five thousand yen to Ken Sato")
+    unsure = Understanding("deny", 0.55)
+    assert caller.say(unsure).startswith("Please say yes to go ahead, or no to cancel.")
+    assert caller.dialogue.pending is not None
+    caller.say("send the money to Ken")
+    assert caller.say(unsure) == "Sorry, I didn't catch that. Did you mean Ken Sato or Ken Saito?"
 
 
 def test_a_correction_reads_back_a_new_action() -> None:
@@ -358,6 +368,18 @@ def test_a_resumed_pending_action_is_confirmed_under_its_own_id() -> None:
         "Send 10,000 yen to Yuki Tanaka from your yen account?"
     )
     assert isinstance(caller.effects[0], ClearPending)
+    # "no" cannot cancel what went through before the line dropped: the caller is told
+    done = Pending.from_record(
+        PendingRecord(
+            "cust-001", pending.action_id, pending.action, pending.readback, "call-old",
+            "executed", "2099-01-01T00:00:00Z",
+        )
+    )  # fmt: skip
+    caller = Caller(resumed=done)
+    assert caller.say("no") == (
+        "That was already done before we were cut off: 5,000 yen went to Ken Sato."
+    )
+    assert caller.executes() is None and caller.dialogue.pending is None
     card = Pending.from_record(
         PendingRecord(
             "cust-001", "act-card", Action("lock_card", "cust-001", card_id="card-001"),

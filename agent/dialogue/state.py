@@ -51,6 +51,7 @@ from agent.understanding.phonetic import fold_name
 MIN_RECIPIENT_SCORE = 0.75  # the understanding's own bar for a recipient candidate
 RECIPIENT_MARGIN = 0.06  # candidates this close to the best are asked about
 YES_CONFIDENCE = 0.9  # a "yes" must be at least this sure to move money
+NO_CONFIDENCE = 0.8  # a "no" this sure cancels; a vaguer one is asked about again
 MAX_FAILURES = 3  # consecutive turns that get nowhere before a human takes over
 MAX_OPTIONS = 3  # names offered in one disambiguation question
 
@@ -87,6 +88,7 @@ class Pending:
     action_id: str
     readback: str
     resumed: bool = False  # restored from a previous connection of the same caller
+    executed: bool = False  # resumed, and the bank had already executed it
 
     def record(self, call_id: str, expires_at: str) -> PendingRecord:
         return PendingRecord(
@@ -101,7 +103,8 @@ class Pending:
 
     @classmethod
     def from_record(cls, record: PendingRecord) -> Pending:
-        return cls(record.action, record.action_id, record.readback, resumed=True)
+        executed = record.status == "executed"
+        return cls(record.action, record.action_id, record.readback, True, executed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,7 +299,7 @@ class Dialogue:
 
     def _collecting(self, u: Understanding, turn: int) -> list[Effect]:
         slots = _slots(u)
-        if u.intent == "deny" and not slots.any:
+        if u.intent == "deny" and u.confidence >= NO_CONFIDENCE and not slots.any:
             return self._cancel()
         if u.intent in _INFO_INTENTS and u.confidence >= 0.5 and not slots.any:
             return [*self._info(u.intent), Say(self.question)]
@@ -313,7 +316,14 @@ class Dialogue:
             self.confirmed.add(self.pending.action_id)
             self.mode = "executing"
             return [Execute(self.pending)]
-        if u.intent == "deny" and not slots.any:
+        if u.intent == "deny" and u.confidence >= NO_CONFIDENCE and not slots.any:
+            if self.pending.executed:  # too late to cancel: it went through before the drop
+                done = self._done_words(self.pending.action, past=True)
+                self._reset()
+                return [
+                    ClearPending("already executed"),
+                    Say(f"That was already done before we were cut off: {done}."),
+                ]
             return self._cancel()
         if u.intent in _INFO_INTENTS and u.confidence >= 0.5 and not slots.any:
             return [*self._info(u.intent), Say(self.pending.readback)]
