@@ -143,6 +143,7 @@ def test_complete_transfer_is_confident_and_needs_confirmation(nlu: Understander
         ("send fifty pounds to ken", "ambiguous_recipient"),
         ("send fifty pounds to zebedee quux", "unknown_recipient"),
         ("send fifty dollars to ken sato no wait sixty dollars", "conflicting_amounts"),
+        ("send two fifty to ken sato", "ambiguous_amount"),
     ],
 )
 def test_ambiguity_reasons(nlu: Understander, text: str, reason: str) -> None:

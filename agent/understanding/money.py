@@ -183,6 +183,7 @@ class AmountMatch:
     tok_end: int
     explicit_currency: bool
     trace: list[TraceEntry] = field(default_factory=list)
+    ambiguous: bool = False  # "two fifty": 2.50 or 250?
 
     def surface(self, text: str) -> str:
         return text[self.start : self.end]
@@ -305,7 +306,11 @@ def find_amounts(
         trace.append(TraceEntry(surface, str(value), "amount:" + rule))
         if currency is not None:
             trace.append(TraceEntry(surface, currency, "currency:explicit"))
-        out.append(AmountMatch(value, currency, start_c, end_c, start_i, j, explicit, trace))
+        # "forty two fifty" is 42.50, but "two fifty" may be 2.50 or 250: ask
+        ambiguous = m.rule == "spoken_price" and int(m.value) < 10 and rule == m.rule
+        out.append(
+            AmountMatch(value, currency, start_c, end_c, start_i, j, explicit, trace, ambiguous)
+        )
         i = j
     return out
 

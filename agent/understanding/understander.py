@@ -270,6 +270,8 @@ class Understander:
                 reasons.append("implausible_amount")
             elif not exact:
                 reasons.append("fractional_minor_units")
+            if chosen.ambiguous:
+                reasons.append("ambiguous_amount")
             distinct = {(a.value, a.currency) for a in (explicit or amounts)}
             if intent in MONEY_INTENTS and len(distinct) > 1:
                 reasons.append("conflicting_amounts")
