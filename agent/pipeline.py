@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import functools
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -53,10 +54,15 @@ class Outbox:
     def __init__(self, maxsize: int) -> None:
         self._queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(maxsize)
         self.overflowed = asyncio.Event()
+        # Called with every event, e.g. the speaker of a transport that also carries the
+        # client's events (WebRTC beside the v1 socket). Must not block.
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []
 
     def put(self, event: dict[str, Any]) -> None:
         if event["type"] == "error":
             metrics.ERRORS.labels(event["code"]).inc()
+        for listener in self.listeners:
+            listener(event)
         try:
             self._queue.put_nowait(event)
         except asyncio.QueueFull:

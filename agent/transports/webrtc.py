@@ -172,26 +172,6 @@ class TrackSink:
         self._resampler = StreamResampler(16_000, RATE)
 
 
-class _SpeakerTee:
-    """The call's outbox, with a copy of the events the speaker needs (replies and
-    speech starts) put on the speaker's queue."""
-
-    def __init__(self, outbox: Any, queue: asyncio.Queue[dict[str, Any]]) -> None:
-        self._outbox = outbox
-        self._queue = queue
-
-    def put(self, event: dict[str, Any]) -> None:
-        self._outbox.put(event)
-        if event["type"] in SPOKEN_EVENTS:
-            try:
-                self._queue.put_nowait(event)
-            except asyncio.QueueFull:
-                log.warning("speaker_queue_full", dropped=event["type"])
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._outbox, name)
-
-
 def mono_int16(frame: av.AudioFrame) -> np.ndarray:
     """A decoded frame (any s16 layout, packed or planar) -> mono int16 samples."""
     if frame.format.name not in ("s16", "s16p"):
@@ -231,12 +211,21 @@ class WebRTCAudio:
                 lead_ms=services.config.tts.lead_ms,
             )
             self.track.on_mark = self.speaker.played
-            spoken: asyncio.Queue[dict[str, Any]] = asyncio.Queue(SPEAKER_QUEUE)
-            call.outbox = _SpeakerTee(call.outbox, spoken)  # type: ignore[assignment]
-            self._spawn(self._speak(spoken))
+            self._spoken: asyncio.Queue[dict[str, Any]] = asyncio.Queue(SPEAKER_QUEUE)
+            call.outbox.listeners.append(self._hear)
+            self._spawn(self._speak(self._spoken))
         self.pc.on("track", self._on_track)
         self.pc.on("connectionstatechange", self._on_state)
         self._spawn(self._close_with(ws))
+
+    def _hear(self, event: dict[str, Any]) -> None:
+        """Outbox listener: a copy of the events the speaker acts on (replies, speech
+        starts); the socket still gets every event."""
+        if event["type"] in SPOKEN_EVENTS:
+            try:
+                self._spoken.put_nowait(event)
+            except asyncio.QueueFull:
+                log.warning("speaker_queue_full", dropped=event["type"])
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
@@ -306,8 +295,8 @@ class WebRTCAudio:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if isinstance(self.call.outbox, _SpeakerTee):
-            self.call.outbox = self.call.outbox._outbox
+        if self._hear in self.call.outbox.listeners:
+            self.call.outbox.listeners.remove(self._hear)
         if self.speaker is not None:
             await self.speaker.aclose()
         if self.track is not None:
