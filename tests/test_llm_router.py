@@ -124,6 +124,9 @@ def test_llm_reason_policy() -> None:
     assert money.ambiguity_reason == "missing_amount"
     assert llm_reason(money) == "ambiguous_recipient"
     assert llm_reason(understand("send five thousand yen to priya patel")) is None
+    # "Ken Sato" is a payee's full name: Ken Saito within the margin does not need a model
+    exact = understand("send five thousand yen to ken sato")
+    assert exact.ambiguity_reason == "ambiguous_recipient" and llm_reason(exact) is None
 
 
 async def test_without_an_llm_the_fast_path_stands_and_questions_get_retrieval() -> None:
@@ -234,10 +237,17 @@ def _answer(**over: object) -> str:
     return json.dumps(data)
 
 
-async def _resolve_with(content: str, text: str, finish: str = "stop") -> Understanding:
+CONTEXT = ["last transfer: p-ken-sato (Ken Sato), 5000 JPY"]
+
+
+async def _resolve_with(
+    content: str, text: str, finish: str = "stop", context: object = CONTEXT
+) -> Understanding:
     async with peer(delay=0.01, content=content, finish=finish) as p:
         router = Router.build(config(base_url=f"http://127.0.0.1:{p.port}"))
-        out = await router.resolve(understand(text), text=text, candidates=PAYEES)
+        out = await router.resolve(
+            understand(text), text=text, candidates=PAYEES, account_context=context
+        )
         await router.aclose()
         return out
 
@@ -283,3 +293,20 @@ async def test_invalid_answers_lead_to_a_clarifying_question(
     out = await _resolve_with(content, "send five thousand yen to ken", finish)
     assert out.path == "fast" and out.ambiguity_reason == "ambiguous_recipient"
     assert out.trace[-1].rule == "llm:unresolved" and out.trace[-1].value == why
+
+
+async def test_a_tie_is_broken_only_with_evidence() -> None:
+    text = "send five thousand yen to ken"
+    # no account context, no distinguishing word: the model's pick is not trusted
+    out = await _resolve_with(_answer(), text, context=None)
+    assert out.path == "fast" and out.trace[-1].value == "no_evidence"
+    # the context names the other Ken: still no evidence for this one
+    other = ["last transfer: p-ken-saito (Ken Saito), 3000 JPY"]
+    out = await _resolve_with(_answer(), text, context=other)
+    assert out.trace[-1].value == "no_evidence"
+    out = await _resolve_with(_answer(recipient_id="p-ken-saito"), text, context=other)
+    assert out.path == "llm"
+    assert out.entities["recipient_candidates"] == [{"id": "p-ken-saito", "score": 1.0}]
+    # a payee the lookup scored well below the tie is never chosen
+    out = await _resolve_with(_answer(recipient_id="p-priya-patel"), text)
+    assert out.path == "fast" and out.trace[-1].value == "weaker_candidate"

@@ -97,17 +97,53 @@ async def test_schema_constrains_the_recipient_to_the_candidate_ids(llm: LlamaSe
 async def test_ambiguous_command_is_resolved_to_a_candidate_id(llm: LlamaServer) -> None:
     nlu = Understander.load()
     router = router_for(llm)
-    text = "send five thousand yen to ken sato"
+    text = "send five thousand yen to ken like last time"
     u = nlu.understand(text, payees=PAYEES, default_currency="JPY")
-    assert u.ambiguity_reason == "ambiguous_recipient"  # Ken Saito scores within the margin
+    assert u.ambiguity_reason == "ambiguous_recipient"  # two Kens tie
     marks: list[str] = []
-    resolved = await router.resolve(u, text=text, candidates=PAYEES, on_mark=marks.append)
+    resolved = await router.resolve(
+        u,
+        text=text,
+        candidates=PAYEES,
+        account_context=["last transfer: p-ken-saito (Ken Saito), 3000 JPY"],
+        on_mark=marks.append,
+    )
     assert marks == ["llm_request", "llm_first_token", "llm_done"]
     assert resolved.path == "llm", resolved.trace[-1]
-    assert resolved.entities["recipient_candidates"] == [{"id": "p-ken-sato", "score": 1.0}]
+    assert resolved.entities["recipient_candidates"] == [{"id": "p-ken-saito", "score": 1.0}]
     assert resolved.entities["amount"] == {"minor": 5000, "currency": "JPY"}
     assert resolved.ambiguity_reason is None and resolved.needs_confirmation
     await router.aclose()
+
+
+async def test_ambiguous_command_reaches_the_read_back(llm: LlamaServer, tmp_path: Path) -> None:
+    """Two Kens: without the LLM the dialogue asks which; with it (and the account context
+    of the last transfer) the caller hears the read-back of one action to confirm."""
+    from agent.bank.sqlite import SQLiteBank
+    from agent.dialogue.conversation import Conversation
+
+    bank = SQLiteBank(tmp_path / "bank.sqlite3")
+    view = bank.customer_view("cust-001")
+    assert view is not None
+    payees = [Payee(p.id, p.name, p.kind) for p in view.payees]
+    text = "send five thousand yen to ken like last time"
+    u = Understander.load().understand(text, payees=payees, default_currency="GBP")
+    without = Conversation(bank, customer_id="cust-001", call_id="call-a")
+    said = "".join([p async for p in without.respond(u, turn=1)])
+    assert "Ken Sato or Ken Saito" in said
+    router = router_for(llm)
+    resolved = await router.resolve(
+        u,
+        text=text,
+        candidates=payees,
+        account_context=["last transfer: p-ken-saito (Ken Saito), 3000 JPY"],
+    )
+    with_llm = Conversation(bank, customer_id="cust-001", call_id="call-b")
+    said = "".join([p async for p in with_llm.respond(resolved, turn=1)])
+    assert said.startswith("Send 5,000 yen to Ken Saito") and said.endswith("?"), said
+    assert with_llm.dialogue is not None and with_llm.dialogue.mode == "confirming"
+    await router.aclose()
+    bank.close()
 
 
 async def test_open_question_is_answered_with_streamed_tokens(llm: LlamaServer) -> None:

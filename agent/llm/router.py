@@ -42,6 +42,7 @@ from agent.log import get_logger
 from agent.qna.index import FAQIndex, Hit, spoken_answer
 from agent.understanding import Understanding
 from agent.understanding.money import find_amounts, to_minor
+from agent.understanding.phonetic import fold_name
 from agent.understanding.tokens import tokenize
 from agent.understanding.trace import TraceEntry
 from agent.understanding.understander import (
@@ -61,6 +62,7 @@ MarkFn = Callable[[str], Any]
 RECIPIENT_REASONS = frozenset({"ambiguous_recipient", "unknown_recipient"})
 LLM_REASONS = RECIPIENT_REASONS | {"low_intent_confidence", "conflicting_amounts"}
 LLM_CONFIDENCE = 0.8  # what a validated LLM resolution claims
+EXACT_SCORE = 0.999  # a payee lookup score this high is the payee's own name
 
 NO_ANSWER = (
     "I'm sorry, I don't have that information. I can connect you with a colleague if you like."
@@ -74,10 +76,15 @@ def llm_reason(u: Understanding) -> str | None:
     The understanding reports only its first reason: "send the money to Ken" says
     missing_amount, yet its two Kens tie too. A money request whose recipient candidates
     tie (or all score low) is a recipient question whatever the first reason was."""
+    scores = [float(c.get("score", 0.0)) for c in u.entities.get("recipient_candidates") or ()]
+    if u.ambiguity_reason in RECIPIENT_REASONS and scores and scores[0] >= EXACT_SCORE:
+        # The caller said a payee's full name ("Ken Sato"); a near-homophone ("Ken Saito")
+        # within the margin is no reason to let a model choose: the exact name stands,
+        # and the read-back is where a misheard name gets corrected.
+        return None
     if u.ambiguity_reason in LLM_REASONS:
         return u.ambiguity_reason
     if u.intent in MONEY_INTENTS:
-        scores = [float(c.get("score", 0.0)) for c in u.entities.get("recipient_candidates") or ()]
         if scores and scores[0] < MIN_RECIPIENT_SCORE:
             return "unknown_recipient"
         if len(scores) > 1 and scores[0] - scores[1] < RECIPIENT_MARGIN:
@@ -188,7 +195,7 @@ class Router:
             _mark(on_mark, "llm_done")
             extraction = parse("".join(parts), schema, finish_reason=stream.stats.finish_reason)
             check_policy(extraction, candidate_ids=ids, money_intents=MONEY_INTENTS)
-            resolved = self._apply(u, extraction, text, views, stream.stats)
+            resolved = self._apply(u, extraction, text, views, stream.stats, account_context)
             outcome = "resolved"
             self.counts["llm_resolved"] += 1
             return resolved
@@ -215,6 +222,7 @@ class Router:
         text: str,
         views: Sequence[prompts.CandidateView],
         stats: StreamStats,
+        account_context: Any = None,
     ) -> Understanding:
         reason = llm_reason(u)
         intent = ex.intent
@@ -225,6 +233,8 @@ class Router:
         trace = list(u.trace)
         if reason in RECIPIENT_REASONS and ex.recipient_id is None:
             raise InvalidExtraction("no_recipient")
+        if ex.recipient_id is not None and reason in RECIPIENT_REASONS:
+            _check_evidence(u, ex.recipient_id, text, views, account_context)
         if ex.recipient_id is not None:
             name = next(v.name for v in views if v.id == ex.recipient_id)
             entities["recipient_candidates"] = [{"id": ex.recipient_id, "score": 1.0}]
@@ -370,6 +380,45 @@ def make_client(config: LLMConfig, base_url: str) -> LLMClient:
         abort_endpoint=config.abort_endpoint,
         **kwargs,
     )
+
+
+def _check_evidence(
+    u: Understanding,
+    chosen: str,
+    text: str,
+    views: Sequence[prompts.CandidateView],
+    account_context: Any,
+) -> None:
+    """A model may break a tie between payees only with evidence: a word of the chosen
+    name that the other tied names lack is in the caller's words, or the account context
+    names the chosen payee (and not all of the others). It may never choose a payee the
+    lookup scored clearly below the best. Small models otherwise pick the first name."""
+    scored = [
+        (str(c["id"]), float(c.get("score", 0.0)))
+        for c in u.entities.get("recipient_candidates") or ()
+    ]
+    if not scored:
+        return  # no lookup scores (an intent question): the enum is the only bound
+    best = max(score for _, score in scored)
+    tied = [cid for cid, score in scored if best - score < RECIPIENT_MARGIN]
+    if chosen not in tied:
+        raise InvalidExtraction("weaker_candidate", chosen)
+    if len(tied) == 1:
+        return
+    names = {v.id: fold_name(v.name) for v in views}
+    spoken = set(fold_name(text).split())
+    others = set().union(*(names.get(cid, "").split() for cid in tied if cid != chosen))
+    if (set(names.get(chosen, "").split()) - others) & spoken:
+        return
+    context = " ".join(prompts.render_context(account_context)).lower()
+    mentioned = [
+        cid
+        for cid in tied
+        if cid.lower() in context or (names.get(cid) and names[cid] in fold_name(context))
+    ]
+    if chosen in mentioned and len(mentioned) < len(tied):
+        return
+    raise InvalidExtraction("no_evidence", f"{chosen} among {', '.join(tied)}")
 
 
 def _stats_note(stats: StreamStats) -> str:
