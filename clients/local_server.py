@@ -11,6 +11,7 @@ import queue
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -25,6 +26,12 @@ class LocalServer:
     def __init__(
         self, *flags: str, env: dict[str, str] | None = None, startup_timeout_s: float = 120.0
     ) -> None:
+        # Each server gets a bank of its own (a fresh seed in a temporary folder) unless
+        # told otherwise, so no run inherits another's locks, limits or pending questions.
+        self._bank_dir: tempfile.TemporaryDirectory[str] | None = None
+        if "--bank.path" not in flags:
+            self._bank_dir = tempfile.TemporaryDirectory(prefix="agent-bank-")
+            flags = (*flags, "--bank.path", str(Path(self._bank_dir.name) / "bank.sqlite3"))
         self.flags = ("--server.host", "127.0.0.1", "--server.port", "0", *flags)
         self.env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
         self.startup_timeout_s = startup_timeout_s
@@ -87,6 +94,9 @@ class LocalServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        if self._bank_dir is not None:
+            self._bank_dir.cleanup()
+            self._bank_dir = None
         return self.process.returncode if self.process else None
 
     def __enter__(self) -> LocalServer:
