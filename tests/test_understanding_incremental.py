@@ -53,3 +53,16 @@ def test_benchmark_script_runs() -> None:
     )
     assert "overlapped with partials, final = last partial" in proc.stdout
     assert "mean wait after the last word, adaptive" in proc.stdout
+
+
+def test_completeness_from_an_existing_understanding() -> None:
+    nlu = Understander.load()
+    for text in [
+        "send fifty pounds to ken sato",
+        "send fifty pounds to",
+        "what's my balance",
+        "send fifty pounds",
+        "how long does a transfer take",
+    ]:
+        u = nlu.understand(text, payees=PAYEES, now=NOW)
+        assert nlu.completeness(text, u) == nlu.turn_completeness(text, payees=PAYEES), text

@@ -360,6 +360,12 @@ class Understander:
             return cut
         return completeness_of(self.understand(text, payees=payees))
 
+    @staticmethod
+    def completeness(text: str, understanding: Understanding) -> Completeness:
+        """turn_completeness from an understanding of `text` already at hand (no second pass)."""
+        cut = dangling(text)
+        return cut if cut is not None else completeness_of(understanding)
+
 
 def dangling(text: str) -> Completeness | None:
     """'incomplete' when the text ends mid-phrase ("send two hundred pounds to"), 'unknown'
