@@ -15,7 +15,10 @@ Phases (each prints a table; --out writes everything as JSON, --markdown as tabl
 3. prefix cache cold/warm: the same extraction prompt with a nonce at the very start
    (nothing reusable) and without (the fixed prefix is cached): TTFT and cached tokens;
 4. concurrency 1..N: N streams at once, each sending back to back: TTFT/TPOT/total p50,
-   p95, p99 and the aggregate output tokens/s.
+   p95, p99 and the aggregate output tokens/s;
+5. routes: the fast-path-vs-LLM ratio over two corpora (the load-test utterances in
+   tests/fixtures/speech and CLINC150's banking + credit-card validation set), with
+   the fast path's own latency beside the LLM's for a sample of the turns routed to it.
 """
 
 from __future__ import annotations
@@ -207,6 +210,111 @@ class Bench:
             print_row("concurrency", row)
         self.results["concurrency"] = rows
 
+    async def routes(self, sample: int) -> None:
+        from agent.llm import LLMConfig, Router
+        from agent.llm.router import llm_reason
+        from agent.understanding import Understander
+
+        payees, corpora = _route_corpora()
+        cfg = LLMConfig(base_url="x", extraction_budget_ms=120_000, answer_budget_ms=120_000)
+        router = Router(cfg, client=self.client)
+        nlu = Understander.load()
+        context = ["last transfer: p-ken-saito (Ken Saito), 3000 JPY"]
+        # warm both prefixes first: the sample measures calls in steady state
+        warm = "send five thousand yen to ken"
+        await router.resolve(
+            nlu.understand(warm, payees=payees),
+            text=warm,
+            candidates=payees,
+            account_context=context,
+        )
+        _ = [d async for d in router.answer("how much does a convenience store atm charge")]
+        rows = []
+        for corpus, texts in corpora.items():
+            routes: dict[str, int] = {}
+            fast_ms: list[float] = []
+            llm_stats: list[StreamStats] = []
+            outcomes: dict[str, int] = {}
+            tried = 0
+            for text in texts:
+                t = time.perf_counter()
+                u = nlu.understand(text, payees=payees, default_currency="GBP")
+                route = "fast"
+                if u.intent == "faq":
+                    hits = router.retrieve(text, topic=u.topic)
+                    conf = hits[0].confidence if hits else 0.0
+                    route = (
+                        "faq_direct"
+                        if conf >= cfg.faq_direct_score
+                        else "faq_llm"
+                        if conf >= cfg.faq_min_score
+                        else "faq_none"
+                    )
+                elif llm_reason(u) is not None:
+                    route = "llm_extraction"
+                fast_ms.append((time.perf_counter() - t) * 1000)
+                routes[route] = routes.get(route, 0) + 1
+                if route in ("llm_extraction", "faq_llm") and tried < sample:
+                    tried += 1
+                    marks: dict[str, float] = {}
+                    start = time.perf_counter()
+
+                    def mark(name: str, marks: dict[str, float] = marks) -> None:
+                        marks[name] = time.perf_counter()
+
+                    if route == "llm_extraction":
+                        out = await router.resolve(
+                            u, text=text, candidates=payees, account_context=context, on_mark=mark
+                        )
+                        outcome = out.path if out.path == "llm" else str(out.trace[-1].value)
+                    else:
+                        _ = [d async for d in router.answer(text, topic=u.topic, on_mark=mark)]
+                        outcome = "answered"
+                    outcomes[outcome] = outcomes.get(outcome, 0) + 1
+                    s = StreamStats(rid="", started=start)
+                    s.first_token_at = marks.get("llm_first_token")
+                    s.done_at = marks.get("llm_done", time.perf_counter())
+                    llm_stats.append(s)
+            n = len(texts)
+            row = {
+                "corpus": corpus,
+                "n": n,
+                **{
+                    f"share_{k}": round(routes.get(k, 0) / n, 3)
+                    for k in ("fast", "llm_extraction", "faq_direct", "faq_llm", "faq_none")
+                },
+                "fast_path_ms": {
+                    f"p{p}": round(v, 2) for p in (50, 95, 99) if (v := pct(fast_ms, p)) is not None
+                },
+                "llm_sampled": summary(llm_stats),
+                "llm_outcomes": outcomes,
+            }
+            rows.append(row)
+            print(f"[routes] {orjson.dumps(row).decode()}", flush=True)
+        self.results["routes"] = rows
+
+
+def _route_corpora() -> tuple[list[Any], dict[str, list[str]]]:
+    from agent.understanding import Payee
+
+    root = Path(__file__).resolve().parents[1]
+    seed = orjson.loads((root / "agent" / "bank" / "seed.json").read_bytes())
+    payees = [Payee(p["id"], p["name"], p["kind"]) for p in seed["customers"][0]["payees"]]
+    corpora = {
+        "load-test utterances": [
+            orjson.loads(line)["transcript"]
+            for line in (root / "tests/fixtures/speech/transcripts.jsonl").read_text().splitlines()
+            if line.strip()
+        ],
+        "CLINC150 banking+cards val": [
+            orjson.loads(line)["text"]
+            for name in ("clinc150_banking_val.jsonl", "clinc150_credit_cards_val.jsonl")
+            for line in (root / "data/nlu/clinc150" / name).read_text().splitlines()
+            if line.strip()
+        ],
+    }
+    return payees, corpora
+
 
 def _json_part(text: str) -> str:
     """Without a schema a model may wrap the object in prose or a code fence."""
@@ -286,6 +394,37 @@ def markdown(results: dict[str, Any]) -> str:
             f"{ms(r['total_ms'])} | {r['requests_per_s']} | {r['output_tokens_per_s']} |"
             for r in rows
         ]
+    if rows := results.get("routes"):
+        out += [
+            "",
+            "Routes (fast path vs LLM; the LLM columns are a sample of the turns routed to "
+            "it, warm prefix):",
+            "",
+            "| corpus | turns | fast | LLM extraction | FAQ direct | FAQ + LLM | FAQ none | "
+            "fast path ms p50/p95 | LLM first token ms p50/p95 | LLM total ms p50/p95 (n) | "
+            "LLM outcomes |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        ]
+        for r in rows:
+            f = r["fast_path_ms"]
+            llm = r["llm_sampled"]
+            total = llm["total_ms"]
+            first = llm["ttft_ms"]
+            shares = " | ".join(
+                f"{100 * r[k]:.1f}%"
+                for k in (
+                    "share_fast",
+                    "share_llm_extraction",
+                    "share_faq_direct",
+                    "share_faq_llm",
+                    "share_faq_none",
+                )
+            )
+            out.append(
+                f"| {r['corpus']} | {r['n']} | {shares} | {f.get('p50')} / {f.get('p95')} | "
+                f"{first['p50']} / {first['p95']} | {total['p50']} / {total['p95']} ({llm['n']}) | "
+                f"{', '.join(f'{k} {v}' for k, v in r['llm_outcomes'].items())} |"
+            )
     return "\n".join(out) + "\n"
 
 
@@ -322,6 +461,8 @@ async def run(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
             await bench.prefix_cache()
         if "concurrency" in phases:
             await bench.concurrency(_ints(args.concurrency), args.duration)
+        if "routes" in phases:
+            await bench.routes(args.route_sample)
     finally:
         await client.aclose()
     return bench.results
@@ -346,7 +487,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--embedded-model", default="qwen2.5-coder-0.5b-instruct")
     parser.add_argument("--cpu", action="store_true", help="small sizes for a CPU server")
-    parser.add_argument("--phases", default="sweep,schema,prefix,concurrency")
+    parser.add_argument("--phases", default="sweep,schema,prefix,concurrency,routes")
+    parser.add_argument(
+        "--route-sample", type=int, default=20, help="LLM-routed turns actually sent, per corpus"
+    )
     parser.add_argument("--lengths", default="250,500,1000,2000,4000")
     parser.add_argument("--concurrency", default="1,2,4,8,16")
     parser.add_argument("--duration", type=float, default=20.0, help="seconds per level")
@@ -371,6 +515,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "duration": 20.0,
             "repeats": 5,
             "output_tokens": 24,
+            "route_sample": 6,
         }.items():
             if getattr(args, name) == getattr(defaults, name):
                 setattr(args, name, value)
