@@ -105,6 +105,8 @@ def test_yes_no_cancel(dev_results, nlu: Understander) -> None:
         ("let me talk to a real person", "human_handoff"),
         ("what's the weather like in tokyo", "out_of_scope"),
         ("how long does a transfer to another country take", "faq"),
+        ("how late is the Shibuya branch open on Saturday", "faq"),
+        ("send five thousand yen to Ken Sato", "transfer_money"),
     ],
 )
 def test_spoken_commands(nlu: Understander, text: str, intent: str) -> None:

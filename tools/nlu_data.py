@@ -42,6 +42,10 @@ IBM_MAP = {
     "representative": "human_handoff",
     "LostCard": "lock_card",
     "nonsense": "out_of_scope",
+    "branchInfo": "faq",
+    "Forgotpassword": "faq",
+    "discoTerms": "faq",
+    "register": "faq",
     "Greetings": "out_of_scope",
 }
 

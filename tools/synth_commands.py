@@ -186,6 +186,21 @@ TEMPLATES: dict[str, list[str]] = {
         "transfer me to an advisor",
         "i need to talk to a person",
     ],
+    # Questions about the bank itself: BANKING77 is all about the card/app, not branches.
+    "faq": [
+        "how late is the {place} branch open on saturday",
+        "what time does the {place} branch open",
+        "is the {place} branch open on sundays",
+        "where is the nearest branch",
+        "what are your opening hours",
+        "when does the {place} branch close today",
+        "is there a branch in {place}",
+        "what's the address of the {place} branch",
+        "can i visit a branch on the weekend",
+        "what are the branch hours in {place}",
+        "how do i reset my online banking password",
+        "what's your interest rate on savings",
+    ],
     "confirm": [
         "yes",
         "yeah",
@@ -232,6 +247,18 @@ TEMPLATES: dict[str, list[str]] = {
     ],
 }
 ACCOUNTS = ["checking", "savings", "current", "joint", "business"]
+PLACES = [
+    "shibuya",
+    "shinjuku",
+    "oxford street",
+    "canary wharf",
+    "main street",
+    "downtown",
+    "ginza",
+    "manchester",
+    "umeda",
+    "brooklyn",
+]
 
 
 def generate(seed: int = 7, per_template: int = 3) -> list[tuple[str, str]]:
@@ -246,6 +273,7 @@ def generate(seed: int = 7, per_template: int = 3) -> list[tuple[str, str]]:
                     biller=rng.choice(BILLERS),
                     card=rng.choice(CARDS),
                     acct=rng.choice(ACCOUNTS),
+                    place=rng.choice(PLACES),
                 )
                 out.add((text, intent))
     return sorted(out)
