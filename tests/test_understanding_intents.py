@@ -247,3 +247,28 @@ def test_load_is_cached_and_fast() -> None:
     b = Understander.load()
     assert a is b
     assert time.thread_time() - t < 2.0
+
+
+def test_verb_amount_recipient_is_a_transfer_or_a_bill(nlu: Understander) -> None:
+    payees = [
+        Payee("p1", "Ken Sato"),
+        Payee("p2", "Ken Saito"),
+        Payee("b1", "British Gas", "biller"),
+    ]
+    u = nlu.understand("send forty two fifty to ken satoh on the fifth", payees=payees, now=NOW)
+    assert u.intent == "transfer_money" and u.ambiguity_reason is None
+    assert u.entities["amount"]["minor"] == 4250 and u.entities["date"] == "2022-04-05"
+    assert u.entities["recipient_candidates"][0] == {"id": "p1", "score": 1.0}
+    u = nlu.understand("please pay british gas fifty pounds", payees=payees, now=NOW)
+    assert u.intent == "pay_bill"
+    assert u.entities["recipient_candidates"][0]["id"] == "b1"
+    u = nlu.understand("can you transfer 200 dollars to my savings", payees=payees, now=NOW)
+    assert u.intent == "transfer_money" and u.ambiguity_reason is None
+    assert nlu.understand("how do i send 50 dollars to ken?", payees=payees).intent == "faq"
+
+
+def test_bare_name_reply_is_looked_up(nlu: Understander) -> None:
+    payees = [Payee("p1", "Ken Sato"), Payee("p2", "Hiroshi Saito")]
+    u = nlu.understand("Satoh", payees=payees, now=NOW)
+    assert u.entities["recipient_candidates"][0]["id"] == "p1"
+    assert u.intent not in ACTION_INTENTS

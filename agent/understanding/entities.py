@@ -472,8 +472,16 @@ def find_person(text: str, toks: list[Token], lexicon: frozenset[str]) -> Span |
 
 
 def find_company(text: str, toks: list[Token]) -> Span | None:
-    """ "pay my electricity bill" -> electricity; "pay British Gas" handled via payees."""
+    """ "pay my electricity bill" -> electricity; "a refund from Amazon Prime Video"."""
     n = len(toks)
+    for i, tok in enumerate(toks):
+        if tok.text in ("to", "from", "for", "with", "at", "paid", "pay") and i + 1 < n:
+            j = i + 2 if toks[i + 1].text == "the" else i + 1
+            run = _name_run(text, toks, j)
+            if run and any(t.text in COMPANY_WORDS for t in toks[run[0] : run[1]]):
+                s, e = run
+                surface = text[toks[s].start : toks[e - 1].end]
+                return Span(_strip_possessive(surface), s, e, "company:after_cue")
     for i, tok in enumerate(toks):
         if tok.text in ("bill", "bills") and i > 0:
             j = i

@@ -365,3 +365,40 @@ def polarity(words: list[str]) -> str | None:
     if assent:
         return "deny" if negated else "confirm"
     return None
+
+
+TRANSFER_VERBS = {"send", "transfer", "wire", "pay", "move", "give", "remit", "pay back"}
+_POLITE_PREFIXES = (
+    ("please",),
+    ("can", "you"),
+    ("could", "you"),
+    ("would", "you"),
+    ("will", "you"),
+    ("i", "want", "to"),
+    ("i'd", "like", "to"),
+    ("i", "would", "like", "to"),
+    ("i", "need", "to"),
+    ("i", "wanna"),
+    ("go", "ahead", "and"),
+    ("let's",),
+    ("just",),
+    ("ok",),
+    ("okay",),
+    ("so",),
+    ("now",),
+    ("and",),
+    ("also",),
+)
+
+
+def imperative_verb(words: list[str]) -> str | None:
+    """The command verb of an imperative ("please send ...", "can you pay ..."), else None."""
+    core = core_words(words)
+    changed = True
+    while core and changed:
+        changed = False
+        for prefix in _POLITE_PREFIXES:
+            if tuple(core[: len(prefix)]) == prefix:
+                core = core[len(prefix) :]
+                changed = True
+    return core[0] if core and core[0] in TRANSFER_VERBS else None

@@ -30,7 +30,14 @@ from agent.understanding.entities import (
 from agent.understanding.linear import LinearModel
 from agent.understanding.money import find_amounts, is_plausible, to_minor
 from agent.understanding.payees import Candidate, Payee, PayeeIndex
-from agent.understanding.rules import DANGLING, leading_reply, polarity, yes_no
+from agent.understanding.phonetic import fold_name
+from agent.understanding.rules import (
+    DANGLING,
+    imperative_verb,
+    leading_reply,
+    polarity,
+    yes_no,
+)
 from agent.understanding.tokens import tokenize
 from agent.understanding.trace import TraceEntry
 
@@ -83,6 +90,10 @@ class Understanding:
             "path": self.path,
             "trace": [t.to_dict() for t in self.trace],
         }
+
+
+def _kind(index: PayeeIndex, payee_id: str) -> str:
+    return next((p.kind for p in index.payees if p.id == payee_id), "person")
 
 
 def toks_have_numbers(toks: list) -> bool:
@@ -281,7 +292,7 @@ class Understander:
             entities["person"] = person.text
             trace.append(TraceEntry(person.text, person.text, person.rule))
         company = find_company(clean, toks) if intent == "pay_bill" or person is None else None
-        if company is not None and (intent == "pay_bill" or company.rule == "company:capitalised"):
+        if company is not None and (intent == "pay_bill" or company.rule != "company:before_bill"):
             entities["company"] = company.text
             trace.append(TraceEntry(company.text, company.text, company.rule))
 
@@ -295,13 +306,36 @@ class Understander:
                 query = person.text
             elif "company" in entities:
                 query = entities["company"]
+            elif len(content) <= 3:
+                query = clean  # a bare reply to "who to?": "Ken", "Satoh"
             if query:
                 candidates = index.search(query, k=3)
+                exact_names = [c for c in candidates if fold_name(c.name) == fold_name(query)]
+                if len(exact_names) == 1:  # "ken sato" said, Ken Sato and Ken Saito saved
+                    top = exact_names[0]
+                    rest = [c for c in candidates if c is not top]
+                    candidates = [Candidate(top.id, top.name, 1.0), *rest]
             if candidates:
                 entities["recipient_candidates"] = [c.to_dict() for c in candidates]
                 trace.append(TraceEntry(query or "", candidates[0].id, "recipient:fuzzy_phonetic"))
 
         own_account = _OWN_ACCOUNT_RE.search(clean.lower()) is not None
+        verb = imperative_verb(words) if yn is None and "?" not in clean else None
+        if (
+            verb is not None
+            and "amount" in entities
+            and ("person" in entities or "company" in entities or candidates or own_account)
+            and intent not in ("confirm", "deny")
+        ):
+            # "send forty two fifty to ken satoh": verb + amount + recipient is a transfer,
+            # whatever the n-gram model made of the number words and the name
+            billish = "company" in entities or (
+                candidates and index is not None and _kind(index, candidates[0].id) == "biller"
+            )
+            intent = "pay_bill" if verb == "pay" and billish else "transfer_money"
+            confidence, topic = max(confidence, 0.85), None
+            trace.append(TraceEntry(verb, intent, "intent:rule_verb_amount_recipient"))
+            reasons = [r for r in reasons if r != "low_intent_confidence"]
         self._slot_checks(intent, entities, candidates, index, reasons, own_account)
         if reasons and intent in ACTION_INTENTS:
             confidence = min(confidence, CAPPED_CONFIDENCE)
@@ -329,7 +363,7 @@ class Understander:
         if intent == "transfer_money":
             if "amount" not in entities:
                 reasons.append("missing_amount")
-            has_payees = index is not None and len(index) > 0
+            has_payees = index is not None and len(index) > 0 and not own_account
             if (
                 "person" not in entities
                 and not candidates
@@ -346,7 +380,11 @@ class Understander:
             top = candidates[0].score
             if top < MIN_RECIPIENT_SCORE:
                 reasons.append("unknown_recipient")
-            elif len(candidates) > 1 and top - candidates[1].score < RECIPIENT_MARGIN:
+            elif (
+                len(candidates) > 1
+                and top - candidates[1].score < RECIPIENT_MARGIN
+                and not (top == 1.0 and candidates[1].score < 1.0)
+            ):
                 reasons.append("ambiguous_recipient")
 
     # -- adaptive end of turn -------------------------------------------------------------
