@@ -178,10 +178,11 @@ async def test_cancel_stops_generation_on_the_server(llm: LlamaServer) -> None:
                 assert await _slot_busy(client)
                 break
     assert stream.stats.cancelled
-    deadline = time.monotonic() + 5
+    cancelled_at = time.monotonic()
     while await _slot_busy(client):
-        assert time.monotonic() < deadline, "the server kept generating after the cancel"
-        await asyncio.sleep(0.05)
+        assert time.monotonic() < cancelled_at + 5, "the server kept generating after the cancel"
+        await asyncio.sleep(0.02)
+    print(f"cancel: slot idle {1000 * (time.monotonic() - cancelled_at):.0f} ms after the close")
     # llama-server has no /abort_request: the client asked once, got 404, and stopped
     await asyncio.sleep(0.2)
     assert client.abort_supported is False
