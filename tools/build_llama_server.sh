@@ -25,6 +25,13 @@ if [ -x "$BIN" ] && "$BIN" --version >/dev/null 2>&1; then
     exit 0
 fi
 
+for tool in cmake c++ make; do
+    if ! command -v "$tool" >/dev/null; then
+        echo "build_llama_server: $tool not found (apt-get install cmake g++ make)" >&2
+        exit 1
+    fi
+done
+
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/llama-server-build.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 start=$(date +%s)
