@@ -327,9 +327,7 @@ class Call:
     def _understand_partial(self, text: str, adapt: bool) -> tuple[Understanding, str]:
         understanding = self._understand(text)
         completeness = (
-            self.services.understander.turn_completeness(text, payees=self._payees)
-            if adapt
-            else "unknown"
+            self.services.understander.completeness(text, understanding) if adapt else "unknown"
         )
         return understanding, completeness
 
