@@ -125,8 +125,19 @@ def test_llm_reason_policy() -> None:
     assert llm_reason(money) == "ambiguous_recipient"
     assert llm_reason(understand("send five thousand yen to priya patel")) is None
     # "Ken Sato" is a payee's full name: Ken Saito within the margin does not need a model
-    exact = understand("send five thousand yen to ken sato")
-    assert exact.ambiguity_reason == "ambiguous_recipient" and llm_reason(exact) is None
+    assert llm_reason(understand("send five thousand yen to ken sato")) is None
+    exact = Understanding(
+        "transfer_money",
+        0.4,
+        entities={
+            "recipient_candidates": [
+                {"id": "p-ken-sato", "score": 1.0},
+                {"id": "p-ken-saito", "score": 0.95},
+            ]
+        },
+        ambiguity_reason="ambiguous_recipient",
+    )
+    assert llm_reason(exact) is None
 
 
 async def test_without_an_llm_the_fast_path_stands_and_questions_get_retrieval() -> None:

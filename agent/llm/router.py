@@ -77,14 +77,15 @@ def llm_reason(u: Understanding) -> str | None:
     missing_amount, yet its two Kens tie too. A money request whose recipient candidates
     tie (or all score low) is a recipient question whatever the first reason was."""
     scores = [float(c.get("score", 0.0)) for c in u.entities.get("recipient_candidates") or ()]
-    if u.ambiguity_reason in RECIPIENT_REASONS and scores and scores[0] >= EXACT_SCORE:
-        # The caller said a payee's full name ("Ken Sato"); a near-homophone ("Ken Saito")
-        # within the margin is no reason to let a model choose: the exact name stands,
-        # and the read-back is where a misheard name gets corrected.
-        return None
+    exact = bool(scores) and scores[0] >= EXACT_SCORE
     if u.ambiguity_reason in LLM_REASONS:
+        if u.ambiguity_reason in RECIPIENT_REASONS and exact:
+            # The caller said a payee's full name ("Ken Sato"); a near-homophone ("Ken
+            # Saito") within the margin is no reason to let a model choose: the exact
+            # name stands, and the read-back is where a misheard name gets corrected.
+            return None
         return u.ambiguity_reason
-    if u.intent in MONEY_INTENTS:
+    if u.intent in MONEY_INTENTS and not exact:
         if scores and scores[0] < MIN_RECIPIENT_SCORE:
             return "unknown_recipient"
         if len(scores) > 1 and scores[0] - scores[1] < RECIPIENT_MARGIN:
