@@ -16,6 +16,13 @@ MAX_FEATURE_CHARS = 600
 _TOKEN_RE = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?|\d+(?:[.,]\d+)*|[$£€¥円]", re.UNICODE)
 _DIGITS_RE = re.compile(r"\d")
 _CURRENCY_SYMBOLS = frozenset("$£€¥円")
+# Spoken numbers look like digits to the model ("send forty two fifty" ~ "send 42.50");
+# "one" stays a word ("which one", "one of my cards").
+_NUMBER_WORDS = frozenset(
+    "two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen"
+    " sixteen seventeen eighteen nineteen twenty thirty forty fourty fifty sixty seventy"
+    " eighty ninety hundred thousand million billion".split()
+)
 
 
 def tokens(text: str) -> list[str]:
@@ -25,7 +32,7 @@ def tokens(text: str) -> list[str]:
     for tok in _TOKEN_RE.findall(text):
         if tok in _CURRENCY_SYMBOLS:
             out.append("<cur>")
-        elif tok[0].isdigit():
+        elif tok[0].isdigit() or tok in _NUMBER_WORDS:
             out.append("<num>")
         else:
             out.append(tok)
