@@ -263,8 +263,11 @@ class Bench:
                         marks[name] = time.perf_counter()
 
                     if route == "llm_extraction":
+                        # as the pipeline does: the lookup's candidates, not every payee
+                        ids = [c["id"] for c in u.entities.get("recipient_candidates") or ()]
+                        found = [p for i in ids for p in payees if p.id == i]
                         out = await router.resolve(
-                            u, text=text, candidates=payees, account_context=context, on_mark=mark
+                            u, text=text, candidates=found, account_context=context, on_mark=mark
                         )
                         outcome = out.path if out.path == "llm" else str(out.trace[-1].value)
                     else:

@@ -294,6 +294,8 @@ async def test_a_money_request_keeps_its_missing_amount_after_the_recipient() ->
         (_answer(recipient_id="none"), "stop", "no_recipient"),
         (_answer(ambiguity="recipient"), "stop", "model_unsure"),
         (_answer(recipient_id="p-someone-else"), "stop", "schema_enum"),
+        (_answer(intent="confirm", recipient_id="none"), "stop", "intent_not_allowed"),
+        (_answer(intent="human_handoff", recipient_id="none"), "stop", "intent_not_allowed"),
         ('{"intent": "transfer_money", "recipient_id": "p-ken', "length", "truncated"),
         ("Sure! Ken Sato it is.", "stop", "not_json"),
     ],

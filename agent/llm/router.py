@@ -62,6 +62,10 @@ MarkFn = Callable[[str], Any]
 RECIPIENT_REASONS = frozenset({"ambiguous_recipient", "unknown_recipient"})
 LLM_REASONS = RECIPIENT_REASONS | {"low_intent_confidence", "conflicting_amounts"}
 LLM_CONFIDENCE = 0.8  # what a validated LLM resolution claims
+# Conversational acts a model may never produce: a "yes" that could confirm a payment, a
+# "no" that cancels, a handoff the caller did not ask for. The fast path's rules decide
+# them from the words; an unsure one is asked about again.
+LLM_FORBIDDEN_INTENTS = frozenset({"confirm", "deny", "human_handoff"})
 EXACT_SCORE = 0.999  # a payee lookup score this high is the payee's own name
 
 NO_ANSWER = (
@@ -227,6 +231,8 @@ class Router:
     ) -> Understanding:
         reason = llm_reason(u)
         intent = ex.intent
+        if intent in LLM_FORBIDDEN_INTENTS:
+            raise InvalidExtraction("intent_not_allowed", intent)
         if reason in RECIPIENT_REASONS or reason == "conflicting_amounts":
             if intent != u.intent:  # the question was who or how much, not what
                 raise InvalidExtraction("intent_changed", f"{u.intent} -> {intent}")
