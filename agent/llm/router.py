@@ -240,7 +240,7 @@ class Router:
         trace = list(u.trace)
         if reason in RECIPIENT_REASONS and ex.recipient_id is None:
             raise InvalidExtraction("no_recipient")
-        if ex.recipient_id is not None and reason in RECIPIENT_REASONS:
+        if ex.recipient_id is not None:
             _check_evidence(u, ex.recipient_id, text, views, account_context)
         if ex.recipient_id is not None:
             name = next(v.name for v in views if v.id == ex.recipient_id)
