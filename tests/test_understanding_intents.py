@@ -272,3 +272,13 @@ def test_bare_name_reply_is_looked_up(nlu: Understander) -> None:
     u = nlu.understand("Satoh", payees=payees, now=NOW)
     assert u.entities["recipient_candidates"][0]["id"] == "p1"
     assert u.intent not in ACTION_INTENTS
+
+
+def test_an_unknown_name_alone_is_never_a_yes_or_a_no(nlu: Understander) -> None:
+    # character n-grams once made "yusuf" a confident confirm and "nobu" a deny
+    for text in ["yusuf", "nobu", "noah", "yuki", "yukiko tanaka", "nora"]:
+        u = nlu.understand(text)
+        assert u.intent not in ("confirm", "deny"), (text, u.intent)
+        assert u.confidence <= 0.5
+    for text in ["yes", "yep", "no", "nope"]:
+        assert nlu.understand(text).intent in ("confirm", "deny")

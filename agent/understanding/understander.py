@@ -230,6 +230,14 @@ class Understander:
                 # "no, leave them be": a reply that opens with no is never an action
                 trace.append(TraceEntry(words[0], lead, "intent:rule_leading_reply"))
                 intent, confidence = lead, max(confidence, 0.9)
+            elif not any(w in self.lexicon for w in words if w not in FILLERS):
+                # Only unknown words ("yusuf", "nobu"): the character n-grams alone must not
+                # make a name into a "yes" or a "no", nor anything else confident.
+                if intent in ("confirm", "deny"):
+                    intent = "out_of_scope"
+                confidence = min(confidence, CAPPED_CONFIDENCE)
+                reasons.append("low_intent_confidence")
+                trace.append(TraceEntry(clean.strip(), intent, "intent:unknown_words"))
             elif confidence < MIN_INTENT_CONFIDENCE:
                 reasons.append("low_intent_confidence")
         if intent == "faq":
@@ -306,10 +314,12 @@ class Understander:
                 query = person.text
             elif "company" in entities:
                 query = entities["company"]
-            elif len(content) <= 3:
+            elif len(content) <= 3 and intent not in ("confirm", "deny"):
                 query = clean  # a bare reply to "who to?": "Ken", "Satoh"
             if query:
                 candidates = index.search(query, k=3)
+                if query is clean:  # a bare reply is only a name if it clearly is one
+                    candidates = [c for c in candidates if c.score >= MIN_RECIPIENT_SCORE]
                 exact_names = [c for c in candidates if fold_name(c.name) == fold_name(query)]
                 if len(exact_names) == 1:  # "ken sato" said, Ken Sato and Ken Saito saved
                     top = exact_names[0]
