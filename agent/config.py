@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from agent.llm.config import LLMConfig
+from agent.paths import PROJECT_ROOT
+
 DEFAULT_CONFIG_PATH = PROJECT_ROOT / "configs" / "agent.toml"
 
 
@@ -142,6 +144,7 @@ class Config:
     vad: VADConfig = field(default_factory=VADConfig)
     asr: ASRConfig = field(default_factory=ASRConfig)
     tts: TTSConfig = field(default_factory=TTSConfig)
+    llm: LLMConfig = field(default_factory=LLMConfig)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     log: LogConfig = field(default_factory=LogConfig)
     bank: BankConfig = field(default_factory=BankConfig)

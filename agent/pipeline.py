@@ -31,6 +31,7 @@ from agent.audio.endpointer import SpeechStarted, SpeechStopped
 from agent.audio.frontend import FrontEnd, SpeechAudio
 from agent.bank.directory import CustomerProfile
 from agent.dialogue.conversation import Conversation
+from agent.dialogue.replies import spoken_money
 from agent.log import get_logger
 from agent.services import Services
 from agent.timing import CallClock, TurnTimings
@@ -112,6 +113,7 @@ class Call:
             customer_id=session.customer_id,
             call_id=self.id,
             pending_ttl_s=services.config.bank.pending_ttl_s,
+            answerer=services.router.answer if services.router else None,
         )
         self._payees = services.understander.payee_index(
             [Payee(p.id, p.name, p.kind) for p in (profile.payees if profile else ())]
@@ -359,21 +361,60 @@ class Call:
                 self.services.cpu_pool, self._understand, text
             )
         turn.timings.mark("understanding_ready")
-        self._emit(events.understanding_event(turn.number, understanding.to_dict()))
-        # A task of its own so that response.cancel stops the reply but not the turn;
-        # asyncio.wait does not raise when the reply is cancelled.
-        turn.response_task = asyncio.create_task(self._reply(turn, understanding))
+        # A task of its own so that response.cancel (barge-in) stops the reply, and the
+        # LLM request in flight with it, but not the turn; asyncio.wait does not raise
+        # when the reply is cancelled.
+        turn.response_task = asyncio.create_task(self._reply(turn, understanding, text))
         try:
             await asyncio.wait({turn.response_task})
         finally:
             turn.response_task.cancel()
 
-    async def _reply(self, turn: Turn, understanding: Understanding) -> None:
+    async def _resolve(self, turn: Turn, understanding: Understanding, text: str) -> Understanding:
+        """The fast path's reading, or, for the ambiguities it reports, the LLM's reading
+        constrained to the real candidates (agent/llm/router.py decides which)."""
+        router = self.services.router
+        if router is None:
+            return understanding
+        names = {p.id: p for p in self.profile.payees} if self.profile else {}
+        candidates = [
+            Payee(payee.id, payee.name, payee.kind)
+            for c in understanding.entities.get("recipient_candidates", [])
+            if (payee := names.get(c["id"]))
+        ]
+        context = await self._account_context() if router.needs_llm(understanding) else None
+        return await router.resolve(
+            understanding,
+            text=text,
+            candidates=candidates,
+            account_context=context,
+            on_mark=turn.timings.mark,
+        )
+
+    async def _account_context(self) -> list[str]:
+        """Recent history the LLM may use to tell candidates apart ("send the money to
+        Ken" when last week's transfer went to Ken Sato). Read only when it is asked."""
+        bank = self.services.bank
+        if bank is None:
+            return []
+        recent = await asyncio.to_thread(
+            bank.recent_transactions, self.session.customer_id, None, 10
+        )
+        return [
+            f"{t.posted_at[:10]}: {t.description}, {spoken_money(t.amount_minor, t.currency)}"
+            for t in recent
+        ]
+
+    async def _reply(self, turn: Turn, understanding: Understanding, text: str) -> None:
         spoken: list[str] = []
-        replies = self.conversation.respond(understanding, turn=turn.number)
         try:
+            understanding = await self._resolve(turn, understanding, text)
+            self._emit(events.understanding_event(turn.number, understanding.to_dict()))
+            replies = self.conversation.respond(
+                understanding, turn=turn.number, text=text, on_mark=turn.timings.mark
+            )
             # aclosing: a cancelled reply closes the generator (and frees the
-            # conversation) at once, not whenever it is garbage-collected.
+            # conversation, and an LLM stream) at once, not when garbage-collected.
             async with contextlib.aclosing(replies):
                 async for phrase in replies:
                     turn.timings.mark("response_first_delta")

@@ -12,6 +12,7 @@ from agent.audio.endpointer import EndpointerConfig
 from agent.audio.vad import SileroVAD
 from agent.bank.backend import BankBackend
 from agent.config import PROJECT_ROOT, ASRConfig, BankConfig, Config, TTSConfig
+from agent.llm.router import Router
 from agent.tts.base import SpeechSynthesizer
 from agent.understanding import Understander
 
@@ -73,6 +74,9 @@ class Services:
     cpu_pool: ThreadPoolExecutor
     bank: BankBackend | None = None  # set by build(); None only in hand-made Services
     tts: SpeechSynthesizer | None = None
+    # The LLM path (ambiguity, questions); without an LLM server it still answers from
+    # retrieval and hands over what it cannot resolve.
+    router: Router | None = None
 
     @classmethod
     async def build(cls, config: Config) -> Services:
@@ -97,7 +101,18 @@ class Services:
         if warm_up is not None:
             await warm_up()
         pool = ThreadPoolExecutor(config.server.cpu_workers, thread_name_prefix="cpu")
-        return cls(config, vad, endpointer, recognizer, understander, pool, bank=bank, tts=tts)
+        router = await asyncio.to_thread(Router.build, config.llm)
+        return cls(
+            config,
+            vad,
+            endpointer,
+            recognizer,
+            understander,
+            pool,
+            bank=bank,
+            tts=tts,
+            router=router,
+        )
 
     async def aclose(self) -> None:
         if self.bank:
@@ -105,4 +120,6 @@ class Services:
         await self.recognizer.aclose()
         if self.tts:
             await self.tts.aclose()
+        if self.router:
+            await self.router.aclose()
         self.cpu_pool.shutdown(wait=False, cancel_futures=True)

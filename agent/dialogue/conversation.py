@@ -22,6 +22,7 @@ original action id, so a "yes" said twice across a dropped connection executes o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
@@ -30,6 +31,7 @@ from typing import Any
 from agent.bank.backend import BankBackend, CustomerView, Outcome
 from agent.dialogue import policy
 from agent.dialogue.state import (
+    Answer,
     ClearPending,
     Dialogue,
     Effect,
@@ -42,6 +44,9 @@ from agent.dialogue.state import (
 )
 from agent.log import get_logger
 from agent.understanding import Understanding
+
+# (question, topic=..., on_mark=...) -> text deltas of the spoken answer
+Answerer = Callable[..., AsyncIterator[str]]
 
 log = get_logger("agent.dialogue")
 
@@ -58,6 +63,7 @@ class Conversation:
         pending_ttl_s: float = PENDING_TTL_S,
         max_failures: int = 3,
         now: Callable[[], datetime] | None = None,
+        answerer: Answerer | None = None,
     ) -> None:
         self.bank = bank
         self.customer_id = customer_id
@@ -67,6 +73,8 @@ class Conversation:
         self.pending_ttl_s = pending_ttl_s
         self.max_failures = max_failures
         self._now = now or (lambda: datetime.now(UTC))
+        # Answers questions (agent.llm.Router.answer: retrieval, then the LLM).
+        self.answerer = answerer
         self.dialogue: Dialogue | None = None
         self.handed_off = False
         self._lock = asyncio.Lock()
@@ -76,8 +84,17 @@ class Conversation:
     async def _bank(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await asyncio.to_thread(method, *args, **kwargs)
 
-    async def respond(self, understanding: Understanding, *, turn: int) -> AsyncIterator[str]:
-        """The reply to one turn, phrase by phrase; runs the confirmed action inside."""
+    async def respond(
+        self,
+        understanding: Understanding,
+        *,
+        turn: int,
+        text: str = "",
+        on_mark: Callable[[str], None] | None = None,
+    ) -> AsyncIterator[str]:
+        """The reply to one turn, phrase by phrase; runs the confirmed action inside.
+        ``text`` is what the caller said (questions are answered from it); ``on_mark``
+        receives the LLM's stage timings."""
         async with self._lock:
             if self._executing is not None:
                 await asyncio.shield(self._executing)  # the last turn's action finishes first
@@ -105,8 +122,26 @@ class Conversation:
                 if isinstance(effect, Say):
                     yield effect.text if first else " " + effect.text
                     first = False
+                elif isinstance(effect, Answer):
+                    async for delta in self._answer(text, effect.topic, on_mark):
+                        yield delta
+                    first = False
                 else:
                     await self._perform(effect, turn)
+
+    async def _answer(
+        self, question: str, topic: str | None, on_mark: Callable[[str], None] | None
+    ) -> AsyncIterator[str]:
+        if self.answerer is None:
+            yield "I can't answer questions here; I can help with payments, balances and cards."
+            return
+        # aclosing: a reply cancelled mid-answer (barge-in) closes the LLM stream at once,
+        # which stops generation on the server.
+        async with contextlib.aclosing(
+            self.answerer(question, topic=topic, on_mark=on_mark)
+        ) as deltas:
+            async for delta in deltas:
+                yield delta
 
     async def _perform(self, effect: Effect, turn: int) -> None:
         if isinstance(effect, SavePending):

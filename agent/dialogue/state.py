@@ -136,7 +136,14 @@ class Handoff:
     reason: str  # "requested" or "repeated_failures"
 
 
-Effect = Say | SavePending | ClearPending | RecordRefusal | Execute | Handoff
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """Answer the caller's question (retrieval over the FAQ, then the LLM), streamed."""
+
+    topic: str | None
+
+
+Effect = Say | SavePending | ClearPending | RecordRefusal | Execute | Handoff | Answer
 
 
 @dataclass(slots=True)
@@ -290,11 +297,8 @@ class Dialogue:
         if intent == "deny":
             return [Say("Okay.")]
         if intent == "faq":
-            topic = (u.topic or "your question").replace("_", " ")
-            return [
-                Say(f"That's a question about {topic}."),
-                Say("I can't answer that here yet; I can help with payments, balances and cards."),
-            ]
+            self.failures = 0
+            return [Answer(u.topic)]
         return self._failed([Say("Sorry, I can help with your accounts, payments and cards.")])
 
     def _collecting(self, u: Understanding, turn: int) -> list[Effect]:

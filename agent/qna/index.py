@@ -26,7 +26,7 @@ from pathlib import Path
 
 import orjson
 
-from agent.config import PROJECT_ROOT
+from agent.paths import PROJECT_ROOT
 
 FAQ_DIR = PROJECT_ROOT / "data" / "faq"
 K1 = 1.2
