@@ -20,7 +20,9 @@ COPY agent agent
 COPY protocol protocol
 COPY clients clients
 COPY configs configs
-RUN pip install --no-deps .
+COPY data data
+# Editable, so the package finds data/ and configs/ beside it in /app.
+RUN pip install --no-deps -e .
 
 EXPOSE 8765
 # Inside a container the server must listen on all interfaces to be reachable.
