@@ -22,7 +22,9 @@ COPY clients clients
 COPY configs configs
 COPY data data
 # Editable, so the package finds data/ and configs/ beside it in /app.
-RUN pip install --no-deps -e .
+RUN pip install --no-deps -e . \
+ # The embedded bank's SQLite file lives in var/ (mount a volume there to keep it).
+ && mkdir -p /app/var && chown nobody /app/var
 
 EXPOSE 8765
 # Inside a container the server must listen on all interfaces to be reachable.
