@@ -64,7 +64,7 @@ SCRIPTS: dict[str, tuple[str, ...]] = {
 
 
 @cache
-def _fixtures() -> dict[str, dict]:
+def fixtures() -> dict[str, dict]:
     lines = (SPEECH / "transcripts.jsonl").read_text().splitlines()
     rows = [orjson.loads(line) for line in lines if line.strip()]
     return {row["audio"]: row for row in rows}
@@ -72,7 +72,7 @@ def _fixtures() -> dict[str, dict]:
 
 @cache
 def utterance(audio: str) -> Utterance:
-    row = _fixtures().get(audio, {"transcript": "", "label": "unknown"})
+    row = fixtures().get(audio, {"transcript": "", "label": "unknown"})
     samples, rate = read_wav(SPEECH / audio)
     if rate != RATE:
         samples = resample(samples, rate, RATE)
