@@ -13,6 +13,12 @@ REFUSED = Counter(
 )
 ERRORS = Counter("agent_errors_total", "Error events sent, by code", ["code"], registry=REGISTRY)
 TURNS = Counter("agent_turns_total", "Turns completed, by input", ["input"], registry=REGISTRY)
+UNDERSTOOD = Counter(
+    "agent_understanding_total",
+    "Final understandings, by the path that settled them (fast or llm) and intent",
+    ["path", "intent"],
+    registry=REGISTRY,
+)
 STAGE_LATENCY = Histogram(
     "agent_stage_latency_seconds",
     "Time from the end of speech to each later stage of a turn",

@@ -409,6 +409,7 @@ class Call:
         spoken: list[str] = []
         try:
             understanding = await self._resolve(turn, understanding, text)
+            metrics.UNDERSTOOD.labels(understanding.path, understanding.intent).inc()
             self._emit(events.understanding_event(turn.number, understanding.to_dict()))
             replies = self.conversation.respond(
                 understanding, turn=turn.number, text=text, on_mark=turn.timings.mark

@@ -118,6 +118,7 @@ async def test_health_and_metrics(server: LocalServer) -> None:
         text = (await http.get("/metrics")).text
         assert "agent_stage_latency_seconds_bucket" in text
         assert 'agent_turns_total{input="text"}' in text
+        assert 'agent_understanding_total{intent="lock_card",path="fast"}' in text
         assert (await http.get("/nope")).status_code == 404
 
 
