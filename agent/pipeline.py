@@ -44,6 +44,9 @@ log = get_logger("agent.pipeline")
 
 _call_ids = itertools.count(1)
 
+# Below this ASR confidence a partial does not choose the end-of-turn silence.
+ADAPT_MIN_CONFIDENCE = 0.6
+
 
 class SlowConsumer(Exception):
     """The client stopped reading: its outbox is full."""
@@ -280,7 +283,7 @@ class Call:
                     )
                 )
                 if self.services.config.pipeline.overlap:
-                    self._understand_ahead(turn, hypothesis.text)
+                    self._understand_ahead(turn, hypothesis.text, hypothesis.confidence)
             if final_text.strip():
                 await self._understand_and_reply(turn, final_text)
             self._finish_turn(turn)
@@ -312,7 +315,7 @@ class Call:
         finally:
             self._turns.discard(turn)
 
-    def _understand_ahead(self, turn: Turn, text: str) -> None:
+    def _understand_ahead(self, turn: Turn, text: str, confidence: float | None = None) -> None:
         """Understand a partial in a worker thread while the caller is still speaking;
         the final transcript usually equals the last partial, so its understanding is
         then ready at once. Older partials are stale: their queued jobs are cancelled."""
@@ -321,16 +324,25 @@ class Call:
         for stale in turn.ahead.values():
             stale.cancel()  # a queued job never runs; one already running is left alone
         adapt = turn is self._open and self.services.config.vad.adaptive
-        job = functools.partial(self._understand_partial, text, adapt)
+        job = functools.partial(self._understand_partial, text, adapt, confidence)
         future = asyncio.get_running_loop().run_in_executor(self.services.cpu_pool, job)
         future.add_done_callback(functools.partial(self._adapt_end_of_turn, turn))
         turn.ahead[text] = future
 
-    def _understand_partial(self, text: str, adapt: bool) -> tuple[Understanding, str]:
+    def _understand_partial(
+        self, text: str, adapt: bool, confidence: float | None
+    ) -> tuple[Understanding, str]:
         understanding = self._understand(text)
-        completeness = (
-            self.services.understander.completeness(text, understanding) if adapt else "unknown"
-        )
+        if not adapt:
+            return understanding, "unknown"
+        completeness = self.services.understander.completeness(text, understanding)
+        # A partial the recogniser doubts says nothing about the end of the turn: espeak's
+        # "what my ..." is not a caller stopping mid-sentence. Waiting longer needs a
+        # confident partial; ending sooner needs at least no doubt.
+        sure = confidence is not None and confidence >= ADAPT_MIN_CONFIDENCE
+        doubted = confidence is not None and confidence < ADAPT_MIN_CONFIDENCE
+        if doubted or (completeness == "incomplete" and not sure):
+            completeness = "unknown"
         return understanding, completeness
 
     def _adapt_end_of_turn(self, turn: Turn, future: asyncio.Future[Any]) -> None:

@@ -158,6 +158,9 @@ NO_PHRASES = {
 LEADING_NO = {"no", "nope", "nah", "negative"}
 LEADING_YES = {"yes", "yeah", "yep", "yup", "yea"}
 # A command cut off mid-phrase ends on one of these words.
+# A last word that leaves the command unfinished ("send two hundred pounds to"). Not
+# "please", "that", "this" or "account": "yes please", "cancel that" and "...in my
+# checking account" are whole turns, and waiting long after them was measured.
 DANGLING = {
     "to",
     "for",
@@ -211,7 +214,6 @@ DANGLING = {
     "would",
     "could",
     "can",
-    "please",
     "then",
     "also",
     "check",
@@ -223,9 +225,6 @@ DANGLING = {
     "i",
     "i'm",
     "it's",
-    "that",
-    "this",
-    "account",
 }
 
 
