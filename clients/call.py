@@ -334,27 +334,34 @@ def main(argv: list[str] | None = None) -> int:
         return _twilio_main(args, audio)
     if len(args.text) > 1 and audio is None:
         return _conversation_main(args, show)
-    try:
-        result = asyncio.run(
-            run_call(
-                args.url,
-                audio=audio,
-                rate=args.rate,
-                texts=tuple(args.text),
-                codec=args.codec,
-                customer_id=args.customer,
-                token=args.token,
-                fast=args.fast,
-                tail_silence_s=args.tail_silence,
-                on_event=show,
-                timeout_s=args.timeout,
-            )
+    result = _run(
+        run_call(
+            args.url,
+            audio=audio,
+            rate=args.rate,
+            texts=tuple(args.text),
+            codec=args.codec,
+            customer_id=args.customer,
+            token=args.token,
+            fast=args.fast,
+            tail_silence_s=args.tail_silence,
+            on_event=show,
+            timeout_s=args.timeout,
         )
-    except (OSError, TimeoutError) as exc:
-        print(f"call failed: {exc!r}", file=sys.stderr)
+    )
+    if result is None:
         return 1
     show(result.summary())
     return 0 if result.closed_cleanly and "errors" not in result.summary() else 1
+
+
+def _run(call: Any) -> Any:
+    """Run one call to the end; None, having said why, when it could not be made."""
+    try:
+        return asyncio.run(call)
+    except (OSError, TimeoutError) as exc:
+        print(f"call failed: {exc!r}", file=sys.stderr)
+        return None
 
 
 def _twilio_main(args: argparse.Namespace, audio: np.ndarray | None) -> int:
@@ -368,21 +375,19 @@ def _twilio_main(args: argparse.Namespace, audio: np.ndarray | None) -> int:
         print(orjson.dumps(message).decode(), flush=True)
 
     utterances = [audio] if audio is not None else []
-    try:
-        result = asyncio.run(
-            run_twilio_call(
-                args.url,
-                utterances,
-                rate=args.rate,
-                customer_id=args.customer,
-                token=args.token,
-                dtmf=args.dtmf,
-                on_message=show,
-                timeout_s=args.timeout,
-            )
+    result = _run(
+        run_twilio_call(
+            args.url,
+            utterances,
+            rate=args.rate,
+            customer_id=args.customer,
+            token=args.token,
+            dtmf=args.dtmf,
+            on_message=show,
+            timeout_s=args.timeout,
         )
-    except (OSError, TimeoutError) as exc:
-        print(f"call failed: {exc!r}", file=sys.stderr)
+    )
+    if result is None:
         return 1
     print(orjson.dumps(result.summary()).decode(), flush=True)
     return 0 if result.reply_audio else 1
@@ -390,19 +395,17 @@ def _twilio_main(args: argparse.Namespace, audio: np.ndarray | None) -> int:
 
 def _conversation_main(args: argparse.Namespace, show: Any) -> int:
     """Typed turns as one conversation, each after the reply to the one before."""
-    try:
-        result = asyncio.run(
-            run_conversation(
-                args.url,
-                args.text,
-                customer_id=args.customer,
-                token=args.token,
-                on_event=show,
-                turn_timeout_s=args.timeout,
-            )
+    result = _run(
+        run_conversation(
+            args.url,
+            args.text,
+            customer_id=args.customer,
+            token=args.token,
+            on_event=show,
+            turn_timeout_s=args.timeout,
         )
-    except (OSError, TimeoutError) as exc:
-        print(f"call failed: {exc!r}", file=sys.stderr)
+    )
+    if result is None:
         return 1
     show(result.summary())
     return 0 if result.closed_cleanly and "errors" not in result.summary() else 1
