@@ -6,12 +6,16 @@
         speech stop   -> end the utterance (the final transcript follows)
     ASR partials      -> client; understanding of the partial runs ahead  [worker thread]
                          and picks the silence that ends this turn (adaptive end of turn)
-    ASR final         -> understanding (usually ready already) -> reply -> client
+    ASR final         -> understanding (usually ready already)
+                      -> router: the LLM only for the ambiguities it settles    [agent/llm]
+                      -> conversation: dialogue, policy, bank, or a streamed answer
+                      -> reply phrases -> client (and the Speaker, for voice transports)
     every turn        -> turn.metrics event + a log line + Prometheus histograms
 
-Transports (agent/server.py) only translate: they call :meth:`Call.feed_audio`,
-:meth:`Call.input_text`, :meth:`Call.cancel_response` and :meth:`Call.close`, and send
-what the call puts in its :class:`Outbox`.
+Transports (agent/server.py, agent/transports/) only translate: they call
+:meth:`Call.feed_audio`, :meth:`Call.input_text`, :meth:`Call.cancel_response`,
+:meth:`Call.finish` and :meth:`Call.close`, and send what the call puts in its
+:class:`Outbox` (or speak it: agent/speaker.py).
 """
 
 from __future__ import annotations
