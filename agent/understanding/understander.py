@@ -403,19 +403,37 @@ class Understander:
         self, text: str, *, payees: Sequence[Payee] | PayeeIndex = ()
     ) -> Completeness:
         """'complete' when the text is already a whole command, 'incomplete' when cut off."""
-        cut = dangling(text)
-        if cut is not None:
-            return cut
-        return completeness_of(self.understand(text, payees=payees))
+        return self.completeness(text, self.understand(text, payees=payees))
 
     @staticmethod
     def completeness(text: str, understanding: Understanding) -> Completeness:
         """turn_completeness from an understanding of `text` already at hand (no second pass)."""
-        cut = dangling(text)
+        cut = dangling(text, understanding)
         return cut if cut is not None else completeness_of(understanding)
 
 
-def dangling(text: str) -> Completeness | None:
+# Verbs that leave a command unfinished ("I want to transfer") but end a question whole
+# ("what is the fee for an international transfer").
+_ACTION_VERBS = frozenset(
+    {
+        "pay",
+        "send",
+        "transfer",
+        "move",
+        "wire",
+        "give",
+        "lock",
+        "unlock",
+        "freeze",
+        "block",
+        "check",
+        "show",
+        "tell",
+    }
+)
+
+
+def dangling(text: str, understanding: Understanding | None = None) -> Completeness | None:
     """'incomplete' when the text ends mid-phrase ("send two hundred pounds to"), 'unknown'
     when it is empty, None when the words alone do not tell."""
     toks = tokenize(_clean(text or "")[0])
@@ -424,6 +442,12 @@ def dangling(text: str) -> Completeness | None:
         return "unknown"
     last = words[-1]
     if last.kind == "word" and last.text in DANGLING:
+        if (
+            last.text in _ACTION_VERBS
+            and understanding is not None
+            and understanding.intent not in ACTION_INTENTS
+        ):
+            return None
         return "incomplete"
     if last.kind == "sym" and last.text in "$£€¥":
         return "incomplete"
@@ -437,7 +461,10 @@ def completeness_of(u: Understanding) -> Completeness:
     if u.intent == "human_handoff" and u.confidence >= 0.8:
         return "complete"
     if u.intent in ACTION_INTENTS:
-        if u.ambiguity_reason in ("missing_amount", "missing_recipient", "missing_biller"):
+        # "send fifty pounds" usually goes on ("... to Ken"); "send the money to Ken" is a
+        # finished sentence that lacks an amount, which the dialogue asks for: waiting a
+        # second after it was measured to add only delay.
+        if u.ambiguity_reason in ("missing_recipient", "missing_biller"):
             return "incomplete" if u.confidence >= 0.4 else "unknown"
         if u.ambiguity_reason is None and u.confidence >= 0.8:
             return "complete"
