@@ -282,3 +282,14 @@ def test_an_unknown_name_alone_is_never_a_yes_or_a_no(nlu: Understander) -> None
         assert u.confidence <= 0.5
     for text in ["yes", "yep", "no", "nope"]:
         assert nlu.understand(text).intent in ("confirm", "deny")
+
+
+def test_polite_refusals_and_one_slip_yes_no_words(nlu: Understander) -> None:
+    for text in ["i'd rather not", "i would prefer not to", "not really", "i don't think so"]:
+        assert nlu.understand(text).intent == "deny", text
+    for text in ["that's what i said", "sure thing", "affirmitive", "definately", "absolutly"]:
+        assert nlu.understand(text).intent == "confirm", text
+    assert nlu.understand("negitive").intent == "deny"
+    # long names and words that are not one slip from a yes/no word stay out of it
+    for text in ["alexandra", "christopher", "affirmation", "certificate", "navigate"]:
+        assert nlu.understand(text).intent not in ("confirm", "deny"), text

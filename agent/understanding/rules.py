@@ -6,6 +6,8 @@ Where a rule is exact it beats the statistical model: "yes", "yeah go ahead", "n
 
 from __future__ import annotations
 
+from rapidfuzz.distance import Levenshtein
+
 from agent.understanding.entities import FILLERS
 
 _POLITE = {"please", "thanks", "thank", "you", "ok", "okay", "so", "well", "just", "then", "now"}
@@ -78,6 +80,19 @@ YES_PHRASES = {
     "fine",
     "good",
     "great",
+    "sure thing",
+    "you bet",
+    "by all means",
+    "that's the one",
+    "that is the one",
+    "that's what i said",
+    "that is what i said",
+    "that's what i meant",
+    "that is what i meant",
+    "that's what i want",
+    "that is what i want",
+    "that's a fact",
+    "that is a fact",
 }
 NO_WORDS = {
     "no",
@@ -154,7 +169,25 @@ NO_PHRASES = {
     "that is false",
     "not at all",
     "no way jose",
+    "rather not",
+    "i'd rather not",
+    "i would rather not",
+    "prefer not",
+    "i'd prefer not",
+    "i would prefer not",
+    "i'd prefer not to",
+    "i would prefer not to",
+    "better not",
+    "i'd better not",
+    "i think not",
+    "i don't think so",
+    "not really",
+    "please don't",
 }
+# A one-word reply one typing slip away from one of these long words means it
+# ("affirmitive", "definately", "absolutly"); no name or other word is that close.
+_TYPO_YES = ("affirmative", "absolutely", "definitely", "certainly", "confirmed", "precisely")
+_TYPO_NO = ("negative", "incorrect", "negatory")
 LEADING_NO = {"no", "nope", "nah", "negative"}
 LEADING_YES = {"yes", "yeah", "yep", "yup", "yea"}
 # A command cut off mid-phrase ends on one of these words.
@@ -262,6 +295,19 @@ def yes_no(words: list[str]) -> str | None:
         return "confirm"
     if core[0] in LEADING_NO and " ".join(core[1:]) in NO_PHRASES | {""}:
         return "deny"
+    if len(stripped) == 1 and len(stripped[0]) >= 8:
+        return _typo_reply(stripped[0])
+    return None
+
+
+def _typo_reply(word: str) -> str | None:
+    """'confirm'/'deny' for a long yes/no word with one slip (edit distance 1)."""
+    for target in _TYPO_YES:
+        if Levenshtein.distance(word, target, score_cutoff=1) <= 1:
+            return "confirm"
+    for target in _TYPO_NO:
+        if Levenshtein.distance(word, target, score_cutoff=1) <= 1:
+            return "deny"
     return None
 
 
