@@ -489,17 +489,7 @@ class SQLiteBank:
         code = self._guard(conn, action)
         content = action.to_json()
         if code is not None:
-            self._audit(
-                conn,
-                action.customer_id,
-                call_id,
-                turn,
-                action_id,
-                "refused",
-                action.kind,
-                content,
-                code,
-            )
+            self._audit_refusal(conn, action, action_id, code, call_id=call_id, turn=turn)
             return Outcome(action_id, "refused", reason_code=code, reason=_GUARD_WORDS[code])
         now = self._now()
         at = _iso(now)
@@ -619,18 +609,30 @@ class SQLiteBank:
     ) -> Outcome:
         conn = self._conn()
         with self._tx(conn):
-            self._audit(
-                conn,
-                action.customer_id,
-                call_id,
-                turn,
-                action_id,
-                "refused",
-                action.kind,
-                action.to_json(),
-                reason_code,
-            )
+            self._audit_refusal(conn, action, action_id, reason_code, call_id=call_id, turn=turn)
         return Outcome(action_id, "refused", reason_code=reason_code, reason=reason)
+
+    def _audit_refusal(
+        self,
+        conn: sqlite3.Connection,
+        action: Action,
+        action_id: str,
+        code: str,
+        *,
+        call_id: str,
+        turn: int | None,
+    ) -> None:
+        self._audit(
+            conn,
+            action.customer_id,
+            call_id,
+            turn,
+            action_id,
+            "refused",
+            action.kind,
+            action.to_json(),
+            code,
+        )
 
     # --- pending confirmations ----------------------------------------------------------
 
