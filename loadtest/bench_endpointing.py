@@ -22,6 +22,7 @@ from agent.asr.wer import word_error_rate
 from clients.call import run_call
 from clients.local_server import LocalServer
 from loadtest.conversations import fixtures, utterance
+from loadtest.report import percentiles
 
 MODES = {
     "adaptive": (),
@@ -41,11 +42,6 @@ async def play(url: str, name: str) -> dict[str, Any]:
     }
 
 
-def _p(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 async def bench(urls: dict[str, str], rounds: int) -> dict[str, dict[str, Any]]:
     names = sorted(fixtures())
     rows: dict[str, list[dict[str, Any]]] = {mode: [] for mode in urls}
@@ -55,12 +51,12 @@ async def bench(urls: dict[str, str], rounds: int) -> dict[str, dict[str, Any]]:
                 rows[mode].append({"name": name, **await play(url, name)})
     report = {}
     for mode, results in rows.items():
-        latencies = [r["latency_ms"] for r in results if r["latency_ms"] is not None]
+        latency = percentiles([r["latency_ms"] for r in results if r["latency_ms"] is not None])
         report[mode] = {
             "utterances": len(results),
-            "p50_ms": round(statistics.median(latencies)),
-            "p95_ms": round(_p(latencies, 0.95)),
-            "mean_ms": round(statistics.fmean(latencies)),
+            "p50_ms": round(latency["p50"]),
+            "p95_ms": round(latency["p95"]),
+            "mean_ms": round(latency["mean"]),
             "cut_offs": [r["name"] for r in results if r["turns"] > 1],
             "mean_wer": round(statistics.fmean(r["wer"] for r in results), 3),
         }

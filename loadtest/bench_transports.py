@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -24,6 +23,7 @@ from clients.call import run_call
 from clients.local_server import LocalServer
 from clients.twilio import run_twilio_call
 from loadtest.conversations import utterance
+from loadtest.report import percentiles
 from protocol.codecs import resample
 
 FIXTURES = [
@@ -36,14 +36,6 @@ FIXTURES = [
     "handoff_01.wav",
     "faq_01.wav",
 ]
-
-
-def _stats(values: list[float]) -> dict[str, Any]:
-    if not values:
-        return {"n": 0}
-    ordered = sorted(values)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return {"n": len(values), "p50": round(statistics.median(values)), "p95": round(p95)}
 
 
 @contextmanager
@@ -96,7 +88,7 @@ async def bench(url: str, rounds: int) -> dict[str, dict[str, Any]]:
             )
         ).summary()
         add("twilio: barge-in speech -> clear", barge.get("barge_in_to_clear_ms"))
-    return {key: _stats(values) for key, values in samples.items()}
+    return {key: percentiles(values) for key, values in samples.items()}
 
 
 def main() -> None:
@@ -110,7 +102,8 @@ def main() -> None:
         results = asyncio.run(bench(url, args.rounds))
     print(f"{'measure (ms)':<52}{'n':>4}{'p50':>8}{'p95':>8}")
     for key, row in results.items():
-        print(f"{key:<52}{row['n']:>4}{row.get('p50', '-'):>8}{row.get('p95', '-'):>8}")
+        p50, p95 = (f"{row[p]:.0f}" if row["n"] else "-" for p in ("p50", "p95"))
+        print(f"{key:<52}{row['n']:>4}{p50:>8}{p95:>8}")
 
 
 if __name__ == "__main__":
